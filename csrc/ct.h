@@ -1,0 +1,66 @@
+/* ct.h - shared types, macros and helpers for every ctransformer kernel.
+ *
+ * The maths files (csrc/<family>.c) include only this header (and ct_blas.h); they
+ * know nothing of Python.  Each maths file is a *template*: it is written
+ * once in terms of
+ *
+ *     real      the element type (float or double)
+ *     acc_t     the accumulation type for long reductions (always double)
+ *     FN(name)  the exported name with a dtype suffix: name_f32 / name_f64
+ *     EXP, LOG, TANH, SQRT, ERF, FABS, POW   math functions of `real`
+ *     GEMM      cblas_sgemm / cblas_dgemm (through ct_blas.h)
+ *
+ * and is instantiated for both dtypes by ct_template.h (see there).
+ * Conventions, in the spirit of llm.c:
+ *   - a `*_forward` / `*_backward` pair per kernel, shapes in a comment above;
+ *   - forward writes what backward needs into caller-provided buffers;
+ *   - backward ACCUMULATES (+=) into gradient buffers, never overwrites;
+ *   - all arrays are C-contiguous; sizes are ct_int (ptrdiff_t);
+ *   - functions that can fail (allocation) return 0 on success, -1 on error.
+ */
+#ifndef CT_H
+#define CT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+typedef ptrdiff_t ct_int;
+
+#define CT_CAT_(a, b) a##b
+#define CT_CAT(a, b) CT_CAT_(a, b)
+
+/* Runtime dispatch on vector width for hot elementwise loops: the compiler
+ * emits an AVX2 clone and a baseline clone, and the loader picks one.  The
+ * default build never uses -march=native. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(CT_NO_CLONES)
+#define CT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CT_VECTOR_CLONES
+#endif
+
+#define CT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- counter-based random numbers (dropout) ----------------------------
+ * ct_random_u64(seed, counter) is a pure function: element i of a dropout
+ * mask depends only on (seed, i), so the mask is the same whatever the
+ * thread count or the order in which elements are visited.  It is the
+ * SplitMix64 finaliser applied to a Weyl sequence keyed by the seed. */
+static inline uint64_t ct_random_u64(uint64_t seed, uint64_t counter)
+{
+    uint64_t z = seed * 0xD1B54A32D192ED03ull + (counter + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static inline double ct_random_uniform(uint64_t seed, uint64_t counter)
+{
+    return (double)(ct_random_u64(seed, counter) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+#endif /* CT_H */

@@ -1,0 +1,100 @@
+/* ct_template.h - instantiate a maths file for float32 and float64.
+ *
+ * A maths file starts with
+ *
+ *     #ifndef CT_TEMPLATE_PASS
+ *     #define CT_TEMPLATE_FILE "linear.c"
+ *     #include "ct_template.h"
+ *     #else
+ *     ... kernels written with real / FN() / EXP() / GEMM ...
+ *     #endif
+ *
+ * This header then includes CT_TEMPLATE_FILE twice, once per dtype, so the
+ * float32 and float64 kernels come from one source.  Helpers that do not
+ * depend on the dtype go in a `#ifndef CT_<FAMILY>_COMMON` block inside the
+ * template, or in ct.h.
+ *
+ * The same mechanism declares prototypes: a family header (linear.h) is a
+ * template of prototypes, included by the bindings through this file.
+ * Every macro is undefined again at the end, so the file can be used
+ * several times in one translation unit. */
+#include "ct.h"
+#include "ct_blas.h"
+
+#define CT_TEMPLATE_PASS 1
+
+/* ---------------- float32 ---------------- */
+#define real float
+#define acc_t double
+#define CT_DTYPE_IS_F32 1
+#define FN(name) CT_CAT(name, _f32)
+#define EXP expf
+#define LOG logf
+#define LOG1P log1pf
+#define TANH tanhf
+#define SQRT sqrtf
+#define ERF erff
+#define FABS fabsf
+#define POW powf
+#define GEMM CT_BLAS(cblas_sgemm)
+#define GEMM_BATCH_STRIDED CT_BLAS(cblas_sgemm_batch_strided)
+#define AXPY CT_BLAS(cblas_saxpy)
+#define DOT CT_BLAS(cblas_sdot)
+#define REAL_MAX 3.402823466e+38f
+#include CT_TEMPLATE_FILE
+#undef real
+#undef acc_t
+#undef CT_DTYPE_IS_F32
+#undef FN
+#undef EXP
+#undef LOG
+#undef LOG1P
+#undef TANH
+#undef SQRT
+#undef ERF
+#undef FABS
+#undef POW
+#undef GEMM
+#undef GEMM_BATCH_STRIDED
+#undef AXPY
+#undef DOT
+#undef REAL_MAX
+
+/* ---------------- float64 ---------------- */
+#define real double
+#define acc_t double
+#define CT_DTYPE_IS_F32 0
+#define FN(name) CT_CAT(name, _f64)
+#define EXP exp
+#define LOG log
+#define LOG1P log1p
+#define TANH tanh
+#define SQRT sqrt
+#define ERF erf
+#define FABS fabs
+#define POW pow
+#define GEMM CT_BLAS(cblas_dgemm)
+#define GEMM_BATCH_STRIDED CT_BLAS(cblas_dgemm_batch_strided)
+#define AXPY CT_BLAS(cblas_daxpy)
+#define DOT CT_BLAS(cblas_ddot)
+#define REAL_MAX 1.7976931348623157e+308
+#include CT_TEMPLATE_FILE
+#undef real
+#undef acc_t
+#undef CT_DTYPE_IS_F32
+#undef FN
+#undef EXP
+#undef LOG
+#undef LOG1P
+#undef TANH
+#undef SQRT
+#undef ERF
+#undef FABS
+#undef POW
+#undef GEMM
+#undef GEMM_BATCH_STRIDED
+#undef AXPY
+#undef DOT
+#undef REAL_MAX
+#undef CT_TEMPLATE_PASS
+#undef CT_TEMPLATE_FILE

@@ -1,0 +1,214 @@
+/* args.c - argument checks shared by every binding (see ct_py.h). */
+#include "ct_py.h"
+
+PyObject *ct_hold(ct_held *held, PyObject *obj)
+{
+    if (obj == NULL) return NULL;
+    if (held->count >= CT_MAX_HELD) {
+        Py_DECREF(obj);
+        PyErr_SetString(PyExc_RuntimeError, "ctransformer: too many arrays held by one binding");
+        return NULL;
+    }
+    held->items[held->count++] = obj;
+    return obj;
+}
+
+void ct_release(ct_held *held)
+{
+    for (int i = 0; i < held->count; i++) Py_DECREF(held->items[i]);
+    held->count = 0;
+}
+
+PyObject *ct_ret(PyArrayObject *a)
+{
+    Py_INCREF(a);
+    return (PyObject *)a;
+}
+
+static const char *dtype_name(int typenum)
+{
+    switch (typenum) {
+    case NPY_FLOAT32: return "float32";
+    case NPY_FLOAT64: return "float64";
+    case NPY_INT64: return "int64";
+    case NPY_BOOL: return "bool";
+    case CT_ANY_FLOAT: return "float32 or float64";
+    case CT_IDS: return "an integer dtype";
+    default: return "?";
+    }
+}
+
+static int dtype_ok(PyArrayObject *a, int typenum)
+{
+    int t = PyArray_TYPE(a);
+    if (typenum == CT_ANY_FLOAT) return t == NPY_FLOAT32 || t == NPY_FLOAT64;
+    if (typenum == CT_IDS) return PyArray_ISINTEGER(a);
+    return t == typenum;
+}
+
+static void set_dtype_error(PyArrayObject *a, const char *fn, const char *arg, int typenum)
+{
+    PyObject *descr = PyObject_Str((PyObject *)PyArray_DESCR(a));
+    PyErr_Format(PyExc_TypeError, "%s: %s must have dtype %s, got %s", fn, arg,
+                 dtype_name(typenum), descr ? PyUnicode_AsUTF8(descr) : "?");
+    Py_XDECREF(descr);
+}
+
+static int check_ndim(PyArrayObject *a, const char *fn, const char *arg, int min_ndim, int max_ndim)
+{
+    int nd = PyArray_NDIM(a);
+    if (nd < min_ndim || (max_ndim >= 0 && nd > max_ndim)) {
+        if (max_ndim == min_ndim)
+            PyErr_Format(PyExc_ValueError, "%s: %s must have %d dimensions, got %d", fn, arg,
+                         min_ndim, nd);
+        else if (max_ndim < 0)
+            PyErr_Format(PyExc_ValueError, "%s: %s must have at least %d dimensions, got %d", fn,
+                         arg, min_ndim, nd);
+        else
+            PyErr_Format(PyExc_ValueError, "%s: %s must have %d to %d dimensions, got %d", fn, arg,
+                         min_ndim, max_ndim, nd);
+        return -1;
+    }
+    return 0;
+}
+
+PyArrayObject *ct_input(ct_held *held, PyObject *obj, const char *fn, const char *arg,
+                        int typenum, int min_ndim, int max_ndim, int optional)
+{
+    if (obj == NULL || obj == Py_None) {
+        if (optional) return NULL;
+        PyErr_Format(PyExc_TypeError, "%s: %s is required, got None", fn, arg);
+        return NULL;
+    }
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a numpy.ndarray, got %s", fn, arg,
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)obj;
+    if (!dtype_ok(a, typenum)) {
+        set_dtype_error(a, fn, arg, typenum);
+        return NULL;
+    }
+    if (check_ndim(a, fn, arg, min_ndim, max_ndim) < 0) return NULL;
+    int target = typenum == CT_IDS ? NPY_INT64 : PyArray_TYPE(a);
+    /* New reference; a copy only when the layout (or, for ids, the integer
+     * width) is not what the kernel reads. */
+    PyObject *c = PyArray_FromAny(obj, PyArray_DescrFromType(target), 0, 0,
+                                  NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST,
+                                  NULL);
+    return (PyArrayObject *)ct_hold(held, c);
+}
+
+PyArrayObject *ct_inplace(PyObject *obj, const char *fn, const char *arg, int typenum, int ndim,
+                          const npy_intp *shape, npy_intp size, int optional)
+{
+    if (obj == NULL || obj == Py_None) {
+        if (optional) return NULL;
+        PyErr_Format(PyExc_TypeError, "%s: %s is required, got None", fn, arg);
+        return NULL;
+    }
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a numpy.ndarray, got %s", fn, arg,
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)obj;
+    if (!dtype_ok(a, typenum)) {
+        set_dtype_error(a, fn, arg, typenum);
+        return NULL;
+    }
+    if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) || !PyArray_ISWRITEABLE(a)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s is updated in place, so it must be a C-contiguous, aligned, "
+                     "writeable array (got a view or a read-only array)",
+                     fn, arg);
+        return NULL;
+    }
+    if (shape != NULL) {
+        int same = PyArray_NDIM(a) == ndim;
+        for (int i = 0; same && i < ndim; i++) same = PyArray_DIM(a, i) == shape[i];
+        if (!same) {
+            PyObject *want = PyTuple_New(ndim);
+            for (int i = 0; i < ndim; i++) PyTuple_SET_ITEM(want, i, PyLong_FromSsize_t(shape[i]));
+            PyObject *got = PyObject_GetAttrString(obj, "shape");
+            PyErr_Format(PyExc_ValueError, "%s: %s must have shape %R, got %R", fn, arg, want, got);
+            Py_XDECREF(want);
+            Py_XDECREF(got);
+            return NULL;
+        }
+    } else if (size >= 0 && PyArray_SIZE(a) != size) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must have %zd elements, got %zd", fn, arg,
+                     (Py_ssize_t)size, (Py_ssize_t)PyArray_SIZE(a));
+        return NULL;
+    }
+    return a;
+}
+
+int ct_check_dim(PyArrayObject *a, const char *fn, const char *arg, int axis, npy_intp expected,
+                 const char *what)
+{
+    int nd = PyArray_NDIM(a);
+    int ax = axis < 0 ? nd + axis : axis;
+    if (ax < 0 || ax >= nd) {
+        PyErr_Format(PyExc_ValueError, "%s: %s has no axis %d (ndim %d)", fn, arg, axis, nd);
+        return -1;
+    }
+    if (PyArray_DIM(a, ax) != expected) {
+        PyErr_Format(PyExc_ValueError, "%s: %s.shape[%d] must be %zd (%s), got %zd", fn, arg, axis,
+                     (Py_ssize_t)expected, what, (Py_ssize_t)PyArray_DIM(a, ax));
+        return -1;
+    }
+    return 0;
+}
+
+int ct_check_same_dtype(PyArrayObject *a, PyArrayObject *ref, const char *fn, const char *arg,
+                        const char *ref_arg)
+{
+    if (a == NULL || ref == NULL || PyArray_TYPE(a) == PyArray_TYPE(ref)) return 0;
+    PyErr_Format(PyExc_TypeError, "%s: %s must have the dtype of %s (%s), got %s", fn, arg, ref_arg,
+                 dtype_name(PyArray_TYPE(ref)), dtype_name(PyArray_TYPE(a)));
+    return -1;
+}
+
+int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t low, int64_t high,
+                 int has_ignore, int64_t ignore)
+{
+    const int64_t *v = (const int64_t *)PyArray_DATA(ids);
+    npy_intp n = PyArray_SIZE(ids);
+    for (npy_intp i = 0; i < n; i++) {
+        if ((v[i] < low || v[i] >= high) && !(has_ignore && v[i] == ignore)) {
+            PyErr_Format(PyExc_IndexError,
+                         "%s: %s[%zd] = %lld is out of range; expected %lld <= id < %lld%s", fn, arg,
+                         (Py_ssize_t)i, (long long)v[i], (long long)low, (long long)high,
+                         has_ignore ? " or the ignore index" : "");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int ct_check_positive(long long value, const char *fn, const char *arg, int allow_zero)
+{
+    if (value > 0 || (allow_zero && value == 0)) return 0;
+    PyErr_Format(PyExc_ValueError, "%s: %s must be %s, got %lld", fn, arg,
+                 allow_zero ? ">= 0" : "> 0", value);
+    return -1;
+}
+
+PyArrayObject *ct_empty(ct_held *held, int typenum, int ndim, const npy_intp *shape)
+{
+    return (PyArrayObject *)ct_hold(held, PyArray_EMPTY(ndim, (npy_intp *)shape, typenum, 0));
+}
+
+PyArrayObject *ct_zeros(ct_held *held, int typenum, int ndim, const npy_intp *shape)
+{
+    return (PyArrayObject *)ct_hold(held, PyArray_ZEROS(ndim, (npy_intp *)shape, typenum, 0));
+}
+
+npy_intp ct_prod(PyArrayObject *a, int start, int stop)
+{
+    npy_intp p = 1;
+    for (int i = start; i < stop; i++) p *= PyArray_DIM(a, i);
+    return p;
+}

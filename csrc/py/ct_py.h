@@ -1,0 +1,106 @@
+/* ct_py.h - what every binding file shares: argument checks, array
+ * allocation and dtype dispatch.  The maths never sees Python; the
+ * bindings never do maths.
+ *
+ * Error messages always name the function, the argument, what was expected
+ * and what was given, e.g.
+ *     linear_forward: weight.shape[1] must be 512 (inp.shape[-1]), got 256
+ */
+#ifndef CT_PY_H
+#define CT_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL ct_ARRAY_API
+#ifndef CT_PY_MODULE_C
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include "../ct.h"
+
+/* typenum argument of ct_input: either float dtype (float32 or float64). */
+#define CT_ANY_FLOAT (-1)
+/* typenum argument of ct_input: integer ids, converted to int64. */
+#define CT_IDS (-2)
+
+/* Arrays acquired by a binding, released in one place on every exit path. */
+#define CT_MAX_HELD 32
+typedef struct {
+    PyObject *items[CT_MAX_HELD];
+    int count;
+} ct_held;
+
+/* Remember `obj` (a new reference) for release; returns obj (NULL passes). */
+PyObject *ct_hold(ct_held *held, PyObject *obj);
+/* Decref everything held (on error exits). */
+void ct_release(ct_held *held);
+
+/* An input array: obj must be a NumPy array (or None if optional, giving
+ * NULL without error) with min_ndim <= ndim <= max_ndim (max_ndim < 0: no
+ * limit) and dtype `typenum` (NPY_FLOAT32 / NPY_FLOAT64 / NPY_INT64 /
+ * NPY_BOOL / CT_ANY_FLOAT / CT_IDS).  Non-contiguous, negative-stride and
+ * misaligned arrays are copied; wrong dtypes are a TypeError, never cast
+ * silently (CT_IDS accepts any integer dtype).  The result is held. */
+PyArrayObject *ct_input(ct_held *held, PyObject *obj, const char *fn, const char *arg,
+                        int typenum, int min_ndim, int max_ndim, int optional);
+
+/* An array the kernel writes into in place (optimizer state, gradient
+ * accumulators): must be C-contiguous, aligned, writeable, of dtype
+ * `typenum` and of exactly `ndim`/`shape` (shape NULL: any shape with
+ * `size` elements, size < 0: any).  It is never copied, since a copy would
+ * lose the update.  None gives NULL when optional.  Borrowed, not held. */
+PyArrayObject *ct_inplace(PyObject *obj, const char *fn, const char *arg, int typenum,
+                          int ndim, const npy_intp *shape, npy_intp size, int optional);
+
+/* a.shape[axis] == expected, else ValueError naming `what` the expected
+ * size is (e.g. "inp.shape[-1]").  Negative axis counts from the end. */
+int ct_check_dim(PyArrayObject *a, const char *fn, const char *arg, int axis,
+                 npy_intp expected, const char *what);
+/* Same dtype as the reference array, else TypeError. */
+int ct_check_same_dtype(PyArrayObject *a, PyArrayObject *ref, const char *fn,
+                        const char *arg, const char *ref_arg);
+/* Every id in [low, high) (ids == ignore are allowed when has_ignore),
+ * else IndexError naming the first bad position and value. */
+int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t low,
+                 int64_t high, int has_ignore, int64_t ignore);
+/* A positive (>= 0 when allow_zero) integer argument. */
+int ct_check_positive(long long value, const char *fn, const char *arg, int allow_zero);
+
+/* New uninitialised / zeroed held arrays. */
+PyArrayObject *ct_empty(ct_held *held, int typenum, int ndim, const npy_intp *shape);
+PyArrayObject *ct_zeros(ct_held *held, int typenum, int ndim, const npy_intp *shape);
+
+/* Product of a.shape[start:stop]. */
+npy_intp ct_prod(PyArrayObject *a, int start, int stop);
+
+/* Return a new reference to an element held (so it survives ct_release). */
+PyObject *ct_ret(PyArrayObject *a);
+
+/* Call name##_f32 or name##_f64 by the dtype `typenum`, with the GIL
+ * released.  Pointer arguments are passed as void * (PyArray_DATA). */
+#define CT_DISPATCH(typenum, name, ...)                                   \
+    do {                                                                  \
+        Py_BEGIN_ALLOW_THREADS                                            \
+        if ((typenum) == NPY_FLOAT32) CT_CAT(name, _f32)(__VA_ARGS__);    \
+        else CT_CAT(name, _f64)(__VA_ARGS__);                             \
+        Py_END_ALLOW_THREADS                                              \
+    } while (0)
+
+/* Same, for kernels that return an int status (0 ok, -1 out of memory). */
+#define CT_DISPATCH_STATUS(status, typenum, name, ...)                    \
+    do {                                                                  \
+        Py_BEGIN_ALLOW_THREADS                                            \
+        if ((typenum) == NPY_FLOAT32) status = CT_CAT(name, _f32)(__VA_ARGS__); \
+        else status = CT_CAT(name, _f64)(__VA_ARGS__);                    \
+        Py_END_ALLOW_THREADS                                              \
+    } while (0)
+
+#define CT_DATA(a) ((a) ? PyArray_DATA(a) : NULL)
+
+/* Each binding file defines `PyMethodDef ct_methods_<family>[]`, ending
+ * with a {NULL} sentinel, and lists the family in families.h. */
+#define CT_METHOD(name, doc) {#name, (PyCFunction)(void (*)(void))py_##name, METH_VARARGS | METH_KEYWORDS, doc}
+
+#endif /* CT_PY_H */

@@ -1,0 +1,84 @@
+/* module.c - the private extension module ctransformer._C.
+ * It joins the method tables of every family (families.h) and adds the
+ * thread and floating-point knobs.  The public API is ctransformer.kernels. */
+#define CT_PY_MODULE_C
+#include "ct_py.h"
+#include "families.h"
+#include "../ct_blas.h"
+
+#define CT_DECLARE_TABLE(family) extern PyMethodDef ct_methods_##family[];
+CT_FAMILIES(CT_DECLARE_TABLE)
+
+static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1) {
+        PyErr_Format(PyExc_ValueError, "set_num_threads: n must be >= 1, got %ld", n);
+        return NULL;
+    }
+    ct_blas_set_num_threads((int)n);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_get_num_threads(PyObject *self, PyObject *unused)
+{
+    return PyLong_FromLong(ct_blas_get_num_threads());
+}
+
+static PyObject *py_blas_config(PyObject *self, PyObject *unused)
+{
+#ifdef CT_BLAS_SCIPY
+    return PyUnicode_FromString("scipy-openblas32 (bundled)");
+#else
+    return PyUnicode_FromString("system OpenBLAS");
+#endif
+}
+
+static PyMethodDef base_methods[] = {
+    {"set_num_threads", py_set_num_threads, METH_O, "Set the number of BLAS threads."},
+    {"get_num_threads", py_get_num_threads, METH_NOARGS, "Number of BLAS threads."},
+    {"blas_config", py_blas_config, METH_NOARGS, "Which OpenBLAS this build links."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef *all_methods;
+
+static int count_methods(PyMethodDef *table)
+{
+    int n = 0;
+    while (table[n].ml_name != NULL) n++;
+    return n;
+}
+
+static PyMethodDef *join_tables(void)
+{
+    PyMethodDef *tables[] = {
+        base_methods,
+#define CT_LIST_TABLE(family) ct_methods_##family,
+        CT_FAMILIES(CT_LIST_TABLE)
+    };
+    int ntables = (int)(sizeof(tables) / sizeof(tables[0]));
+    int total = 0;
+    for (int i = 0; i < ntables; i++) total += count_methods(tables[i]);
+    PyMethodDef *joined = PyMem_Calloc((size_t)total + 1, sizeof(PyMethodDef));
+    if (joined == NULL) return NULL;
+    int k = 0;
+    for (int i = 0; i < ntables; i++)
+        for (int j = 0; tables[i][j].ml_name != NULL; j++) joined[k++] = tables[i][j];
+    return joined;
+}
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_C", "ctransformer's compiled kernels (private; use ctransformer.kernels).",
+    -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__C(void)
+{
+    import_array();
+    if (all_methods == NULL) all_methods = join_tables();
+    if (all_methods == NULL) return PyErr_NoMemory();
+    module_def.m_methods = all_methods;
+    return PyModule_Create(&module_def);
+}

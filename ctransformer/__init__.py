@@ -1,0 +1,2 @@
+"""ctransformer - sequence models with every kernel in readable C."""
+from . import kernels

@@ -1,0 +1,20 @@
+"""ctransformer.kernels - the C kernels as plain functions over NumPy arrays.
+
+Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
+
+* float32 and float64 arrays (one C source serves both); all float inputs of
+  one call must share a dtype.  Integer ids may be any integer dtype.
+* Non-contiguous or negative-stride inputs are copied, never misread.
+  Arrays a kernel updates in place (optimizer state, gradient accumulators
+  passed as ``d*=`` arguments) must be C-contiguous and are never copied.
+* Forward returns what backward needs (e.g. LayerNorm's mean and rstd).
+* Backward returns fresh gradients, or *accumulates* (``+=``) into arrays you
+  pass, which is how the autograd layer sums gradients without copies.
+* Bad input raises TypeError / ValueError / IndexError naming the function,
+  the argument, and the expected and actual value.
+* The GIL is released while the C code runs.
+"""
+from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
+from .runtime import blas_config, get_num_threads, set_num_threads
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,63 @@
+"""Shared test helpers: finite-difference checks for kernels and a runner
+for code that might crash the interpreter."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+F32 = dict(rtol=2e-4, atol=2e-5)   # float32 parity tolerance (project standard)
+F64 = dict(rtol=1e-10, atol=1e-12)  # float64 "tight" (same maths, different order)
+
+
+def numeric_grad(f, x, eps=1e-6):
+    """Central-difference gradient of the scalar function f() w.r.t. the
+    float64 array x (modified in place and restored)."""
+    g = np.zeros_like(x)
+    flat, gflat = x.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + eps
+        up = f()
+        flat[i] = old - eps
+        down = f()
+        flat[i] = old
+        gflat[i] = (up - down) / (2 * eps)
+    return g
+
+
+def check_grads(forward, grads, inputs, wrt, seed=0, rtol=1e-5, atol=1e-7):
+    """Check analytic gradients of a kernel against central differences.
+
+    forward(*inputs) -> out (an array; the first array if a tuple)
+    grads(dout, *inputs) -> dict name -> analytic gradient of sum(out * dout)
+    inputs: dict name -> float64 array (positional order = dict order)
+    wrt: names to check.
+    """
+    rng = np.random.default_rng(seed)
+    names = list(inputs)
+
+    def out_of():
+        out = forward(*[inputs[n] for n in names])
+        return out[0] if isinstance(out, tuple) else out
+
+    dout = rng.standard_normal(out_of().shape)
+    analytic = grads(dout, *[inputs[n] for n in names])
+    for name in wrt:
+        num = numeric_grad(lambda: float(np.sum(out_of() * dout)), inputs[name])
+        np.testing.assert_allclose(analytic[name], num, rtol=rtol, atol=atol,
+                                   err_msg=f"gradient w.r.t. {name}")
+
+
+def run_isolated(code: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Run Python code in a fresh interpreter, so a crash fails one test
+    rather than the whole run.  Returns the completed process."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
