@@ -1,2 +1,71 @@
-"""ctransformer - sequence models with every kernel in readable C."""
+"""ctransformer - sequence models with every forward and backward kernel in
+readable C, behind PyTorch's API over NumPy.
+
+    import ctransformer as torch
+    import ctransformer.nn as nn
+    import ctransformer.nn.functional as F
+    import ctransformer.optim as optim
+"""
+__version__ = "0.1.0"
+
+import os as _os
+
 from . import kernels
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+import builtins as _builtins
+
+from .tensor import *  # noqa: F401,F403  (dtypes, Tensor, factories, ops)
+from ._functions import *  # noqa: F401,F403  (torch.exp, torch.sum, ...)
+from .tensor import Size, Tensor, device, float32, get_default_dtype, set_default_dtype
+from .tensor import bool_ as bool  # noqa: A001  (torch.bool)
+from .tensor import int_ as int  # noqa: A001  (torch.int)
+from .tensor import float_ as float  # noqa: A001  (torch.float)
+from . import autograd
+
+
+def set_num_threads(n: int) -> None:
+    """One knob for every thread we use (OpenBLAS's pool; our kernels run in
+    the calling thread).  OMP_NUM_THREADS / OPENBLAS_NUM_THREADS are read at import."""
+    kernels.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    return kernels.get_num_threads()
+
+
+def set_flush_denormal(mode: bool) -> bool:
+    """Not supported: ctransformer leaves the floating-point environment
+    alone (IEEE subnormals, like NumPy).  Returns False, as torch does on
+    CPUs without support."""
+    return False
+
+
+class _Cuda:
+    """ctransformer runs on the CPU; ``cuda.is_available()`` is False."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return False
+
+    @staticmethod
+    def device_count() -> int:
+        return 0
+
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        return None
+
+    manual_seed_all = manual_seed
+
+
+cuda = _Cuda()
+
+
+def _threads_from_env() -> None:
+    n = _os.environ.get("OMP_NUM_THREADS", "")
+    if n.isdigit() and _builtins.int(n) > 0:
+        kernels.set_num_threads(_builtins.int(n))
+
+
+_threads_from_env()
