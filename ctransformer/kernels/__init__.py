@@ -14,6 +14,7 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
   the argument, and the expected and actual value.
 * The GIL is released while the C code runs.
 """
+from .activation import ACTIVATION_KINDS, activation_backward, activation_forward, activation_saves_output
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
 from .runtime import blas_config, get_num_threads, set_num_threads
 
