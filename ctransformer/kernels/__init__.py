@@ -14,7 +14,10 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
   the argument, and the expected and actual value.
 * The GIL is released while the C code runs.
 """
+from .activation import ACTIVATION_KINDS, activation_backward, activation_forward, activation_saves_output
+from .layernorm import layernorm_backward, layernorm_forward
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
+from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
 from .runtime import blas_config, get_num_threads, set_num_threads
 
 __all__ = [name for name in dir() if not name.startswith("_")]
