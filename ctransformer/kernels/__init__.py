@@ -18,6 +18,7 @@ from .activation import ACTIVATION_KINDS, activation_backward, activation_forwar
 from .layernorm import layernorm_backward, layernorm_forward
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
 from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
+from .crossentropy import cross_entropy_backward, cross_entropy_forward
 from .runtime import blas_config, get_num_threads, set_num_threads
 
 __all__ = [name for name in dir() if not name.startswith("_")]
