@@ -14,6 +14,7 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
   the argument, and the expected and actual value.
 * The GIL is released while the C code runs.
 """
+from .attention import MHAGrads, MHASaved, mha_backward, mha_forward, positional_encoding, sdpa_backward, sdpa_forward
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
 from .runtime import blas_config, get_num_threads, set_num_threads
 
