@@ -15,6 +15,8 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
 * The GIL is released while the C code runs.
 """
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
+from .recurrent import (rnn_backward, rnn_cell_backward, rnn_cell_forward, rnn_forward, rnn_stack_backward,
+                        rnn_stack_forward)
 from .runtime import blas_config, get_num_threads, set_num_threads
 
 __all__ = [name for name in dir() if not name.startswith("_")]
