@@ -20,6 +20,8 @@ from .attention import MHAGrads, MHASaved, mha_backward, mha_forward, positional
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
 from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
 from .crossentropy import cross_entropy_backward, cross_entropy_forward
+from .recurrent import (rnn_backward, rnn_cell_backward, rnn_cell_forward, rnn_forward, rnn_stack_backward,
+                        rnn_stack_forward)
 from .runtime import blas_config, get_num_threads, set_num_threads
 
 __all__ = [name for name in dir() if not name.startswith("_")]
