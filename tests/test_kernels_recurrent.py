@@ -106,7 +106,7 @@ def test_forward_without_bias_and_state(rng, mode):
 # float64 gradients of every input, initial state and weight
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("lengths,reverse", [(None, False), (LENGTHS, False), (LENGTHS, True)])
+@pytest.mark.parametrize("lengths,reverse", [(None, False), (None, True), (LENGTHS, False), (LENGTHS, True)])
 def test_gradients_float64(rng, mode, lengths, reverse):
     inp = make_inputs(rng, mode)
     if mode != "lstm":
@@ -372,7 +372,8 @@ def test_torch_parity_batch_first_no_bias(rng):
     x = rng.standard_normal((B, T, I)).astype(np.float32)
     dout = rng.standard_normal((B, T, 2 * H)).astype(np.float32)
     zeros = np.zeros((4, B, H), np.float32)
-    out, h_n, c_n, cache = K.rnn_stack_forward(x, None, weights, "lstm", 2, True, lengths=LENGTHS, batch_first=True)
+    out, h_n, c_n, cache = K.rnn_stack_forward(x, None, weights, "lstm", 2, True, lengths=list(LENGTHS),
+                                               batch_first=True)
     dx, _, _, wgrads = K.rnn_stack_backward(dout, None, None, cache)
     t_out, t_h, t_c, (t_dx, _, _) = torch_run(torch, m, x, None, None, LENGTHS, dout, zeros, zeros, "lstm",
                                               batch_first=True)

@@ -136,16 +136,18 @@ def _check_stack_args(fn: str, x: np.ndarray, h0: Optional[np.ndarray], c0: Opti
     for k, w in enumerate(weights):
         if len(w) != 4:
             raise ValueError(f"{fn}: weights[{k}] must be (w_ih, w_hh, b_ih, b_hh), got {len(w)} items")
-    H = weights[0][1].shape[1] if weights[0][1].ndim == 2 else -1
+    w_hh = weights[0][1]
+    if not isinstance(w_hh, np.ndarray) or w_hh.ndim != 2:
+        return -1  # the kernel reports it
     B = x.shape[0] if batch_first else x.shape[1]
-    expected = (num_layers * num_directions, B, H)
+    expected = (num_layers * num_directions, B, w_hh.shape[1])
     for name, state in (("h0", h0), ("c0", c0)):
-        if state is not None and tuple(state.shape) != expected:
+        if state is not None and tuple(np.shape(state)) != expected:
             raise ValueError(f"{fn}: {name} must have shape {expected} "
-                             f"(num_layers * num_directions, batch, hidden), got {tuple(state.shape)}")
+                             f"(num_layers * num_directions, batch, hidden), got {tuple(np.shape(state))}")
     if c0 is not None and mode != "lstm":
         raise ValueError(f"{fn}: c0 must be None for mode {mode!r} (only lstm has a cell state), got an array")
-    return H
+    return w_hh.shape[1]
 
 
 def _dropout_mask(rng: np.random.Generator, shape: tuple, p: float, dtype) -> np.ndarray:
@@ -177,6 +179,8 @@ def rnn_stack_forward(x: np.ndarray, h0: Optional[np.ndarray], weights: Sequence
     fn = "rnn_stack_forward"
     D = 2 if bidirectional else 1
     _check_stack_args(fn, x, h0, c0, weights, mode, num_layers, D, dropout, batch_first)
+    if lengths is not None:
+        lengths = np.asarray(lengths)
     if batch_first:
         x = x.transpose(1, 0, 2)
     cache = RNNStackCache(mode, num_layers, D, batch_first, lengths, list(weights), h0, c0)
