@@ -24,6 +24,16 @@
 #include "linear.h"
 #include "recurrent.h"
 
+/* The gate loops below select with comparisons (exp's clamp, relu).  Under
+ * the default -ftrapping-math GCC keeps such selects as branches, which stops
+ * vectorisation; no-trapping-math only lets it ignore floating-point
+ * exception flags (nothing here reads them): values are unchanged.  Every
+ * function up to the pop shares the option, so they still inline. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 /* ---------------------------------------------------------------------------
  * exp, sigmoid and tanh without libm calls, so the gate loops vectorise
  * (glibc's tanhf alone was a fifth of an LSTM step).  exp(x) = 2^n e^r with
@@ -38,8 +48,8 @@ static inline real FN(fast_exp)(real x)
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
     /* adding 1.5 * 2^23 rounds x / ln2 to an integer held in the low mantissa bits */
-    union { float f; int32_t i; } t = {.f = x * 1.44269504088896341f + 12582912.0f};
-    float n = t.f - 12582912.0f;
+    float t = x * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
     float r = (x - n * 0.693359375f) + n * 2.12194440e-4f; /* Cody-Waite: ln2 = C1 - C2 */
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -48,16 +58,20 @@ static inline real FN(fast_exp)(real x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } scale = {.i = (t.i - 0x4B400000 + 127) << 23};
-    return p * scale.f;
+    int32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits - 0x4B400000 + 127) << 23; /* 2^n */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
 }
 #else
 static inline real FN(fast_exp)(real x)
 {
     x = x < -708.0 ? -708.0 : x;
     x = x > 709.0 ? 709.0 : x;
-    union { double f; int64_t i; } t = {.f = x * 1.4426950408889634074 + 6755399441055744.0};
-    double n = t.f - 6755399441055744.0;
+    double t = x * 1.4426950408889634074 + 6755399441055744.0;
+    double n = t - 6755399441055744.0;
     double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
     double p = 1.0 / 6227020800.0; /* 1/13! ... 1/2!, Horner */
     p = p * r + 1.0 / 479001600.0;
@@ -72,8 +86,12 @@ static inline real FN(fast_exp)(real x)
     p = p * r + 1.0 / 6.0;
     p = p * r + 0.5;
     p = p * r * r + r + 1.0;
-    union { int64_t i; double f; } scale = {.i = (t.i - 0x4338000000000000LL + 1023) << 52};
-    return p * scale.f;
+    int64_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits - 0x4338000000000000LL + 1023) << 52; /* 2^n */
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
 }
 #endif
 
@@ -185,6 +203,10 @@ static CT_VECTOR_CLONES void FN(row_backward)(int mode, ct_int H, const real *re
         break;
     }
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 /* ---------------------------------------------------------------------------
  * The saved buffer (see ct_rnn_saved_size): step-indexed states, time-indexed
