@@ -15,6 +15,7 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
 * The GIL is released while the C code runs.
 """
 from .attention import MHAGrads, MHASaved, mha_backward, mha_forward, positional_encoding, sdpa_backward, sdpa_forward
+from .fused import add_layernorm_backward, add_layernorm_forward, bias_act_backward, bias_act_forward
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
 from .runtime import blas_config, get_num_threads, set_num_threads
 
