@@ -16,6 +16,7 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
 """
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
 from .crossentropy import cross_entropy_backward, cross_entropy_forward
+from .optim import adam_step, clip_grad_norm, grad_norm, sgd_step
 from .runtime import blas_config, get_num_threads, set_num_threads
 
 __all__ = [name for name in dir() if not name.startswith("_")]
