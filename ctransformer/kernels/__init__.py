@@ -15,6 +15,7 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
 * The GIL is released while the C code runs.
 """
 from .activation import ACTIVATION_KINDS, activation_backward, activation_forward, activation_saves_output
+from .dropout import dropout_backward, dropout_forward
 from .embedding import embedding_backward, embedding_forward
 from .layernorm import layernorm_backward, layernorm_forward
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
