@@ -23,6 +23,7 @@ void FN(embedding_forward)(real *out, const int64_t *ids, const real *weight, ct
  *                   receives the sum of its rows; the row padding_idx gets
  *                   nothing (padding_idx < 0: no padding row)
  */
+CT_VECTOR_CLONES
 void FN(embedding_backward)(real *dweight, const real *dout, const int64_t *ids, ct_int M,
                             ct_int D, int64_t padding_idx)
 {
