@@ -142,10 +142,12 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Optional[
     w2 = None if w is None else w.reshape(d)
     b2 = None if b is None else b.reshape(d)
     out, mean, rstd = K.layernorm_forward(x2, w2, b2, eps)
+    need_dx = input.requires_grad
 
     def backward(g):
-        dx, dw, db = K.layernorm_backward(g.reshape(-1, d), x2, w2, mean, rstd, with_bias=b is not None)
-        return (dx.reshape(x.shape), None if dw is None else dw.reshape(shape),
+        dx, dw, db = K.layernorm_backward(g.reshape(-1, d), x2, w2, mean, rstd, need_dinp=need_dx,
+                                          with_bias=b is not None)
+        return (None if dx is None else dx.reshape(x.shape), None if dw is None else dw.reshape(shape),
                 None if db is None else db.reshape(shape))
 
     return apply_op(out.reshape(x.shape), (input, weight, bias), backward, "LayerNorm")
@@ -192,7 +194,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         return input
     x = input._data
     if p == 1.0:
-        return apply_op(np.zeros_like(x), (input,), lambda g: (np.zeros_like(g),), "Dropout")
+        return apply_op(x * 0, (input,), lambda g: (np.zeros_like(g),), "Dropout")  # NaN stays NaN
     _float_tensor(input, "dropout")
     out, mask = K.dropout_forward(x, p, default_generator.next_seed())
     return apply_op(out, (input,), lambda g: (K.dropout_backward(g, mask, p),), "Dropout")

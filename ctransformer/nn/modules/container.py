@@ -5,7 +5,7 @@ import operator
 from collections import OrderedDict
 from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Union
 
-from ..module import Module
+from ..module import Module, _addindent
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict"]
 
@@ -123,6 +123,23 @@ class ModuleList(Module):
         for m in modules:
             self.append(m)
         return self
+
+    def __repr__(self) -> str:
+        """torch's compact form: runs of identical children print once, as "(0-5): 6 x Block(...)"."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = []  # [start, end, repr]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = []
+        for start, end, r in runs:
+            head = f"({start}): " if start == end else f"({start}-{end}): {end - start + 1} x "
+            lines.append(_addindent(head + r, 2))
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
     def insert(self, index: int, module: Module) -> None:
         mods = list(self._modules.values())
