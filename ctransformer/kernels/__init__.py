@@ -15,6 +15,8 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
 * The GIL is released while the C code runs.
 """
 from .activation import ACTIVATION_KINDS, activation_backward, activation_forward, activation_saves_output
+from .dropout import dropout_backward, dropout_forward
+from .embedding import embedding_backward, embedding_forward
 from .layernorm import layernorm_backward, layernorm_forward
 from .attention import MHAGrads, MHASaved, mha_backward, mha_forward, positional_encoding, sdpa_backward, sdpa_forward
 from .fused import add_layernorm_backward, add_layernorm_forward, bias_act_backward, bias_act_forward
