@@ -17,14 +17,12 @@ the path.
 """
 from __future__ import annotations
 
-import io
 import json
-import math
 import os
 import tempfile
 import zipfile
 from collections import OrderedDict
-from typing import Any, BinaryIO, Dict, List, Union
+from typing import Any, BinaryIO, Dict, Union
 
 import numpy as np
 

@@ -8,7 +8,7 @@ import pytest
 
 import ctransformer as ct
 import ctransformer.nn as nn
-from nn_parity import F32, F64, check_module, check_state_dict_roundtrip, copy_weights
+from nn_parity import F32, check_module, check_state_dict_roundtrip
 
 torch = pytest.importorskip("torch")
 tnn = torch.nn

@@ -1,8 +1,6 @@
 """Optimizers and LR schedulers: torch parity over several steps (per-group
 options included), torch's state_dict layout, resuming, errors."""
 import copy
-import math
-import warnings
 
 import numpy as np
 import pytest

@@ -2,7 +2,6 @@
 clear errors for truncated or foreign files."""
 import io
 import math
-import os
 import zipfile
 from collections import OrderedDict
 

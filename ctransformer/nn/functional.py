@@ -7,16 +7,15 @@ class ids, or class probabilities shaped like the input.
 """
 from __future__ import annotations
 
-import math
 import warnings
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence
 
 import numpy as np
 
 from .. import kernels as K
 from ..autograd import apply_op
 from ..random import default_generator
-from ..tensor import Tensor, _activation, _norm_dim, int64
+from ..tensor import Tensor, _activation, int64
 
 __all__ = ["relu", "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "linear", "layer_norm", "embedding",
            "dropout", "cross_entropy", "nll_loss", "mse_loss", "pad", "one_hot", "relu_"]

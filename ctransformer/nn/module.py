@@ -9,7 +9,7 @@ shared tensors; ``state_dict`` keys are dotted paths (``"0.weight"``,
 from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, Set, Tuple
 
 import numpy as np
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import numpy as np
 
-from ..autograd import enable_grad, no_grad
+from ..autograd import enable_grad
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required"]

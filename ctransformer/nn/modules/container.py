@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
 from ..module import Module, _addindent
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any
 
 from ...tensor import Tensor, _as_dtype, empty
 from .. import functional as F

@@ -3,9 +3,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
-
-from ...autograd import no_grad
 from ...tensor import Tensor, _as_dtype, empty
 from .. import functional as F
 from .. import init
