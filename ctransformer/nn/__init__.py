@@ -12,3 +12,4 @@ from .parameter import Parameter
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "GELU", "CrossEntropyLoss", "Dropout", "Embedding",
            "Identity", "LayerNorm", "Linear", "LogSoftmax", "ModuleDict", "ModuleList", "MSELoss", "NLLLoss",
            "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh"]
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: E402,F401  (recurrent modules)
