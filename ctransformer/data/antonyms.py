@@ -83,7 +83,8 @@ def make_antonym_batch(pairs: Sequence[Tuple[str, str]] = ANTONYM_PAIRS, n_step:
     transposed to (B, n_step), (B, n_step + 1), (B, n_step + 1).
     """
     rows = [encode_antonym_pair(s, t, n_step, seed_layout) for s, t in pairs]
-    arrays = tuple(np.array([row[k] for row in rows], dtype=np.int64).reshape(len(rows), -1)
+    widths = (n_step, n_step + 1, n_step + 1)
+    arrays = tuple(np.array([row[k] for row in rows], dtype=np.int64).reshape(len(rows), widths[k])
                    for k in range(3))
     if time_major:
         return tuple(np.ascontiguousarray(a.T) for a in arrays)

@@ -24,8 +24,9 @@ Token conventions: the Chinese side is a plain string tokenised per character
 (:func:`zh_tokens`); the English side is lower-case tokens joined by single
 spaces, punctuation (``. , ? -``) split off (:func:`en_tokens` is
 ``str.split``).  Sentences are at most ``max_len`` tokens on each side
-(default 14).  Vocabulary: about 250 English tokens and 180 Chinese
-characters (ASCII digits included).
+(default 14; on average 9.4 characters and 6.7 words).  Vocabulary: about
+310 English tokens (a third of them numbers: days 1-31, years 1995-2024)
+and 180 Chinese characters (ASCII digits included).
 
 Generation uses :class:`random.Random` seeded with ``seed`` only, so a corpus
 is identical on every platform and NumPy version.
