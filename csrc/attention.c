@@ -316,7 +316,7 @@ int FN(mha_backward)(const FN(mha_grads) *g, const real *dout, const real *query
     }
     /* out = ctx wo^T + bo:  dctx = dout wo, dwo += dout^T ctx, dbo += colsum(dout) */
     memset(s.dctx, 0, (size_t)(B * Tq * E) * sizeof(real));
-    FN(linear_backward)(s.dctx, g->dwo, g->dbo, dout, ctx, w->wo, B * Tq, E, E);
+    FN(linear_backward)(s.dctx, g->dwo, g->dbo, dout, ctx, w->wo, B * Tq, E, E, 1);
     /* Heads: read dctx and write dq, dk, dv straight in the merged layout (row stride E). */
     for (ct_int b = 0; b < B; b++)
         for (ct_int h = 0; h < H; h++) {
@@ -327,9 +327,9 @@ int FN(mha_backward)(const FN(mha_grads) *g, const real *dout, const real *query
                               probs + bh * Tq * Tk, &hs, opts, b, h, H, Tq, Tk, Dh, Dh);
         }
     /* The three input projections. */
-    FN(linear_backward)(g->dquery, g->dwq, g->dbq, s.dqm, query, w->wq, B * Tq, E, E);
-    FN(linear_backward)(g->dkey, g->dwk, g->dbk, s.dkm, key, w->wk, B * Tk, Ek, E);
-    FN(linear_backward)(g->dvalue, g->dwv, g->dbv, s.dvm, value, w->wv, B * Tk, Ev, E);
+    FN(linear_backward)(g->dquery, g->dwq, g->dbq, s.dqm, query, w->wq, B * Tq, E, E, 1);
+    FN(linear_backward)(g->dkey, g->dwk, g->dbk, s.dkm, key, w->wk, B * Tk, Ek, E, 1);
+    FN(linear_backward)(g->dvalue, g->dwv, g->dbv, s.dvm, value, w->wv, B * Tk, Ev, E, 1);
     FN(scratch_free)(&hs);
     FN(mha_scratch_free)(&s);
     return 0;

@@ -35,6 +35,7 @@ static void FN(row_moments)(const real *x, ct_int D, acc_t *mean, acc_t *var)
  *   out    (N, D) = (x - mean) * rstd * weight + bias
  *   mean   (N), rstd (N) = 1 / sqrt(var + eps), kept for backward
  */
+CT_VECTOR_CLONES
 void FN(layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, const real *weight,
                            const real *bias, ct_int N, ct_int D, double eps)
 {
@@ -64,6 +65,7 @@ void FN(layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, c
  * The dinp formula is the chain rule through xhat = (x - mean) * rstd, where
  * mean and rstd both depend on every x_i of the row.
  */
+CT_VECTOR_CLONES
 void FN(layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
                             const real *inp, const real *weight, const real *mean,
                             const real *rstd, ct_int N, ct_int D)

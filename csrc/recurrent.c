@@ -264,14 +264,14 @@ int FN(rnn_backward)(real *dx, real *dh0, real *dc0, real *dw_ih, real *dw_hh, r
     if (dc_n && v.cs) memcpy(dc, dc_n, (size_t)BH * sizeof(real));
     for (ct_int step = T - 1; step >= 0; step--) {
         FN(step_backward)(shape, step, dout, v, dh, dc, dgi, dgh);
-        FN(linear_backward)(dh, NULL, NULL, dgh + step * B * GH, NULL, w_hh, B, H, GH);
+        FN(linear_backward)(dh, NULL, NULL, dgh + step * B * GH, NULL, w_hh, B, H, GH, 1);
     }
     if (dh0)
         for (ct_int k = 0; k < BH; k++) dh0[k] += dh[k];
     if (dc0 && v.cs)
         for (ct_int k = 0; k < BH; k++) dc0[k] += dc[k];
-    FN(linear_backward)(dx, dw_ih, db_ih, dgi, x, w_ih, T * B, shape->In, GH);
-    FN(linear_backward)(NULL, dw_hh, db_hh, dgh, v.hs, w_hh, T * B, H, GH);
+    FN(linear_backward)(dx, dw_ih, db_ih, dgi, x, w_ih, T * B, shape->In, GH, 1);
+    FN(linear_backward)(NULL, dw_hh, db_hh, dgh, v.hs, w_hh, T * B, H, GH, 1);
     status = 0;
 done:
     if (dgi != dgh) free(dgi);

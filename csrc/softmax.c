@@ -62,6 +62,7 @@ void FN(softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
  *   dinp (N, D) += y * (dout - sum_j dout_j y_j)      (dy_i/dx_k = y_i (delta_ik - y_k))
  * An all -inf row has y = 0, so its gradient is 0 by this formula.
  */
+CT_VECTOR_CLONES
 void FN(softmax_backward)(real *dinp, const real *dout, const real *out, ct_int N, ct_int D)
 {
     for (ct_int n = 0; n < N; n++) {
@@ -95,6 +96,7 @@ void FN(log_softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
  *   dinp (N, D) += dout - exp(y) * sum_j dout_j     (exp(y) is the softmax)
  * A row whose y are all -inf (an all -inf input) gets no gradient.
  */
+CT_VECTOR_CLONES
 void FN(log_softmax_backward)(real *dinp, const real *dout, const real *out, ct_int N, ct_int D)
 {
     for (ct_int n = 0; n < N; n++) {

@@ -15,6 +15,8 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
 * The GIL is released while the C code runs.
 """
 from .activation import ACTIVATION_KINDS, activation_backward, activation_forward, activation_saves_output
+from .dropout import dropout_backward, dropout_forward
+from .embedding import embedding_backward, embedding_forward
 from .layernorm import layernorm_backward, layernorm_forward
 from .attention import MHAGrads, MHASaved, mha_backward, mha_forward, positional_encoding, sdpa_backward, sdpa_forward
 from .decode import attend_step, cache_reorder, kv_cache_append
@@ -24,6 +26,7 @@ from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward
 from .crossentropy import cross_entropy_backward, cross_entropy_forward
 from .recurrent import (rnn_backward, rnn_cell_backward, rnn_cell_forward, rnn_forward, rnn_stack_backward,
                         rnn_stack_forward)
+from .optim import adam_step, clip_grad_norm, grad_norm, sgd_step
 from .runtime import blas_config, get_num_threads, set_num_threads
 
 __all__ = [name for name in dir() if not name.startswith("_")]
