@@ -46,7 +46,7 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 
 def _src(src_ids) -> Tensor:
-    t = src_ids if isinstance(src_ids, Tensor) else Tensor(np.asarray(src_ids))
+    t = src_ids if isinstance(src_ids, Tensor) else Tensor._wrap(np.asarray(src_ids))
     if t.ndim == 1:
         t = t.unsqueeze(0)
     if t.ndim != 2 or t.dtype.kind not in "iu":
@@ -192,7 +192,7 @@ def generate(lm, prompt_ids, max_new_tokens: int, temperature: float = 1.0, top_
     temperature) restricted to the ``top_k`` most likely tokens, drawn from
     ctransformer's default generator (``ctransformer.manual_seed``)."""
     fn = "generate"
-    p = prompt_ids if isinstance(prompt_ids, Tensor) else Tensor(np.asarray(prompt_ids))
+    p = prompt_ids if isinstance(prompt_ids, Tensor) else Tensor._wrap(np.asarray(prompt_ids))
     if p.ndim == 1:
         p = p.unsqueeze(0)
     if p.ndim != 2 or p.dtype.kind not in "iu" or p.shape[1] < 1:

@@ -38,7 +38,7 @@ class DecoderLM(Module):
         self.lm_head = Linear(d_model, vocab)
 
     def forward(self, ids) -> Tensor:
-        x = ids if isinstance(ids, Tensor) else Tensor(np.asarray(ids))
+        x = ids if isinstance(ids, Tensor) else Tensor._wrap(np.asarray(ids))
         if x.ndim != 2 or x.dtype.kind not in "iu":
             raise ValueError(f"DecoderLM: ids must be 2-D (batch, seq) integer token ids, got shape "
                              f"{tuple(x.shape)} and dtype {x.dtype}")
@@ -60,7 +60,7 @@ class DecoderLM(Module):
     def decode_step(self, tokens, cache: DecoderCache) -> Tensor:
         """Feed one token per row at position ``cache.t``: tokens (B,) ->
         logits (B, vocab) of the next token (eval semantics, no graph)."""
-        tok = tokens if isinstance(tokens, Tensor) else Tensor(np.asarray(tokens))
+        tok = tokens if isinstance(tokens, Tensor) else Tensor._wrap(np.asarray(tokens))
         if tok.ndim != 1 or tok.shape[0] != cache.rows:
             raise ValueError(f"DecoderLM.decode_step: tokens must have shape ({cache.rows},) (the cache's rows), "
                              f"got {tuple(tok.shape)}")

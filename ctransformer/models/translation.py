@@ -18,7 +18,7 @@ from .cache import DecoderCache, SelfCache, cross_kv, decoder_layer_step
 
 
 def _ids(x, fn: str, arg: str) -> Tensor:
-    t = x if isinstance(x, Tensor) else Tensor(np.asarray(x))
+    t = x if isinstance(x, Tensor) else Tensor._wrap(np.asarray(x))
     if t.dtype.kind not in "iu":
         raise TypeError(f"{fn}: {arg} must hold integer token ids, got dtype {t.dtype}")
     if t.ndim != 2:
@@ -36,8 +36,10 @@ class TranslationTransformer(Module):
     embedding's with ``tie_embeddings=True``).
 
     Padding is found from ``pad_id``: source pads are hidden from encoder
-    self-attention and cross-attention, target pads from decoder
-    self-attention, and the decoder is causal.
+    self-attention and cross-attention.  The decoder is causal and needs no
+    target padding mask: with right-padded targets a pad key is visible only
+    to later (pad) queries, whose outputs the loss ignores; so the full
+    decoder and the cached decode_step agree even when a pad id is generated.
 
     forward(src_ids (B, S), tgt_in_ids (B, T)) -> logits (B, T, tgt_vocab).
     """
@@ -76,7 +78,6 @@ class TranslationTransformer(Module):
         tgt = _ids(tgt_in_ids, "TranslationTransformer.decode", "tgt_in_ids")
         T = tgt.shape[1]
         out = self.decoder(self._embed(self.tgt_embed, tgt), memory, tgt_mask=causal_mask(T),
-                           tgt_key_padding_mask=key_padding_mask(tgt, self.pad_id),
                            memory_key_padding_mask=src_pad)
         return self.generator(out)
 
@@ -107,7 +108,7 @@ class TranslationTransformer(Module):
         """Feed one target token per row: tokens (B,) ids at position
         ``cache.t`` -> logits (B, tgt_vocab) of the next token.  Eval
         semantics (no dropout), no graph."""
-        tok = tokens if isinstance(tokens, Tensor) else Tensor(np.asarray(tokens))
+        tok = tokens if isinstance(tokens, Tensor) else Tensor._wrap(np.asarray(tokens))
         if tok.ndim != 1 or tok.shape[0] != cache.rows:
             raise ValueError(f"TranslationTransformer.decode_step: tokens must have shape ({cache.rows},) "
                              f"(the cache's rows), got {tuple(tok.shape)}")
