@@ -25,7 +25,7 @@ from ..random import default_generator
 from ..tensor import Tensor, _as_dtype, get_default_dtype
 from . import functional as F
 from . import init
-from .attention import MultiheadAttention
+from .attention import MultiheadAttention, PositionalEncoding  # noqa: F401  (re-exported by nn)
 from .module import Module
 from .modules import GELU, Dropout, LayerNorm, Linear, ModuleList, ReLU
 
