@@ -115,7 +115,7 @@ def edge_of(t):
     n = t._node
     if n is None:
         return t
-    return n if t._idx == 0 else (n, t._idx)
+    return n if n.n_out == 1 else (n, t._idx)
 
 
 def apply_op(outputs, parents: Sequence, backward: Callable, name: str = ""):

@@ -1382,13 +1382,17 @@ class Tensor:
         idx = _data_of(index)
         if idx.dtype.kind not in "iu":
             raise TypeError(f"gather: index must be an integer tensor, got {idx.dtype}")
+        if idx.ndim != x.ndim or any(i > s for k, (i, s) in enumerate(zip(idx.shape, x.shape)) if k != d):
+            raise RuntimeError(f"gather: index {tuple(idx.shape)} must have the input's number of dimensions "
+                               f"and sizes no larger than {tuple(x.shape)} outside dimension {dim}")
+        key = _along_axis_key(idx, d)
 
         def backward(g):
             grad = np.zeros_like(x)
-            np.add.at(grad, _along_axis_key(idx, d), g)
+            np.add.at(grad, key, g)
             return (grad,)
 
-        return apply_op(np.take_along_axis(x, idx, axis=d), (self,), backward, "Gather")
+        return apply_op(x[key], (self,), backward, "Gather")
 
     def scatter(self, dim: int, index, src) -> "Tensor":
         x = self._data.copy()
@@ -1516,7 +1520,7 @@ def _unary(x: Tensor, out: np.ndarray, backward, name: str) -> Tensor:
     if _grad_enabled[0] and x.requires_grad:
         t.requires_grad = True
         n = x._node
-        t._node = Node((x if n is None else (n if x._idx == 0 else (n, x._idx)),), backward, name, out.dtype)
+        t._node = Node((x if n is None else (n if n.n_out == 1 else (n, x._idx)),), backward, name, out.dtype)
     else:
         t.requires_grad = False
         t._node = None
@@ -1651,7 +1655,7 @@ def _arith(x: Tensor, other, code: int, rev: bool = False) -> Tensor:
         t.requires_grad = True
         s = other
         n = x._node
-        t._node = Node((x if n is None else (n if x._idx == 0 else (n, x._idx)),),
+        t._node = Node((x if n is None else (n if n.n_out == 1 else (n, x._idx)),),
                        lambda g: (_scalar_grad(code, g, a, s, out, rev),), _OPNAMES[code], out.dtype)
     else:
         t.requires_grad = False
