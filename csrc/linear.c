@@ -28,29 +28,51 @@ void FN(linear_forward)(real *out, const real *inp, const real *weight, const re
          (int)K, beta, out, (int)N);
 }
 
-/* linear_backward (accumulates)
+/* Sum of the M rows of dout (M, N) into dbias (N): += when accumulate,
+ * = otherwise.  Row-major sweep so the inner loop is contiguous. */
+static CT_VECTOR_CLONES void FN(sum_rows)(real *restrict dbias, const real *restrict dout, ct_int M,
+                                          ct_int N, int accumulate)
+{
+    if (!accumulate) memset(dbias, 0, (size_t)N * sizeof(real));
+    for (ct_int m = 0; m < M; m++) {
+        const real *restrict row = dout + m * N;
+        for (ct_int n = 0; n < N; n++) dbias[n] += row[n];
+    }
+}
+
+/* linear_backward
  *   dout    (M, N)
- *   dinp    (M, K) += dout @ weight        (skipped when NULL)
- *   dweight (N, K) += dout^T @ inp         (skipped when NULL)
- *   dbias   (N)    += sum over rows of dout (skipped when NULL)
+ *   dinp    (M, K)  (+)= dout @ weight        (skipped when NULL)
+ *   dweight (N, K)  (+)= dout^T @ inp         (skipped when NULL)
+ *   dbias   (N)     (+)= sum over rows of dout (skipped when NULL)
+ * accumulate = 1 adds into the gradient buffers (the convention); 0 lets a
+ * caller with fresh, uninitialised buffers skip zeroing them (GEMM beta 0).
  */
 void FN(linear_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
-                         const real *inp, const real *weight, ct_int M, ct_int K, ct_int N)
+                         const real *inp, const real *weight, ct_int M, ct_int K, ct_int N,
+                         int accumulate)
 {
-    if (M == 0 || N == 0) return;
-    if (dbias != NULL) {
-        for (ct_int m = 0; m < M; m++) {
-            const real *row = dout + m * N;
-            for (ct_int n = 0; n < N; n++) dbias[n] += row[n];
+    real beta = accumulate ? 1 : 0;
+    if (M == 0 || N == 0 || K == 0) {
+        /* empty products: fresh buffers must still read as zeros */
+        if (!accumulate && dinp) memset(dinp, 0, (size_t)(M * K) * sizeof(real));
+        if (!accumulate && dweight) memset(dweight, 0, (size_t)(N * K) * sizeof(real));
+        if (dbias) {
+            if (M == 0 || N == 0) {
+                if (!accumulate) memset(dbias, 0, (size_t)N * sizeof(real));
+            } else {
+                FN(sum_rows)(dbias, dout, M, N, accumulate);
+            }
         }
+        return;
     }
-    if (K == 0) return;
+    if (dbias != NULL) FN(sum_rows)(dbias, dout, M, N, accumulate);
     if (dinp != NULL)
         GEMM(CT_ROWMAJOR, CT_NOTRANS, CT_NOTRANS, (int)M, (int)K, (int)N, 1, dout, (int)N, weight,
-             (int)K, 1, dinp, (int)K);
+             (int)K, beta, dinp, (int)K);
     if (dweight != NULL)
         GEMM(CT_ROWMAJOR, CT_TRANS, CT_NOTRANS, (int)N, (int)K, (int)M, 1, dout, (int)N, inp,
-             (int)K, 1, dweight, (int)K);
+             (int)K, beta, dweight, (int)K);
 }
 
 /* bmm_forward

@@ -3,6 +3,7 @@ for code that might crash the interpreter."""
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -53,9 +54,15 @@ def check_grads(forward, grads, inputs, wrt, seed=0, rtol=1e-5, atol=1e-7):
 
 def run_isolated(code: str, timeout: int = 120) -> subprocess.CompletedProcess:
     """Run Python code in a fresh interpreter, so a crash fails one test
-    rather than the whole run.  Returns the completed process."""
+    rather than the whole run.  It imports the same ctransformer as this
+    test run (installed or in-place build).  Returns the completed process."""
+    import ctransformer
+
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(ctransformer.__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = package_parent + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ))
+                          text=True, timeout=timeout, env=env, cwd=tempfile.gettempdir())
 
 
 @pytest.fixture

@@ -1,6 +1,499 @@
-/* bind_attention.c - Python bindings of attention.c (to be filled in). */
+/* bind_attention.c - Python bindings of attention.c. */
 #include "ct_py.h"
+#include "../attention.h"
+
+/* ---- shared argument handling ------------------------------------------ */
+
+/* The mask argument: None, a bool array (True = the key takes part) or an
+ * array of the dtype of the scores (added to them), broadcastable (right
+ * aligned) to full = (B, H, Tq, Tk).  Fills m; the array is held. */
+static int parse_mask(ct_held *held, PyObject *obj, const char *fn, int t, const npy_intp full[4],
+                      const char *ref, ct_attn_mask *m)
+{
+    static const char *axis_names[4] = {"batch", "heads", "Tq", "Tk"};
+    memset(m, 0, sizeof(*m));
+    if (obj == NULL || obj == Py_None) return 0;
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: mask must be a numpy.ndarray or None, got %s", fn,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int mt = PyArray_TYPE((PyArrayObject *)obj);
+    if (mt != NPY_BOOL && mt != t) {
+        PyObject *descr = PyObject_Str((PyObject *)PyArray_DESCR((PyArrayObject *)obj));
+        PyErr_Format(PyExc_TypeError, "%s: mask must have dtype bool or %s (the dtype of %s), got %s",
+                     fn, t == NPY_FLOAT32 ? "float32" : "float64", ref,
+                     descr ? PyUnicode_AsUTF8(descr) : "?");
+        Py_XDECREF(descr);
+        return -1;
+    }
+    PyArrayObject *a = ct_input(held, obj, fn, "mask", mt, 1, 4, 0);
+    if (a == NULL) return -1;
+    int nd = PyArray_NDIM(a);
+    npy_intp stride = 1;
+    for (int ax = nd - 1; ax >= 0; ax--) {
+        int full_ax = 4 - nd + ax;
+        npy_intp size = PyArray_DIM(a, ax);
+        if (size != full[full_ax] && size != 1) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: mask.shape[%d] must be %zd (%s) or 1 to broadcast to "
+                         "(batch, heads, Tq, Tk) = (%zd, %zd, %zd, %zd), got %zd",
+                         fn, ax, (Py_ssize_t)full[full_ax], axis_names[full_ax],
+                         (Py_ssize_t)full[0], (Py_ssize_t)full[1], (Py_ssize_t)full[2],
+                         (Py_ssize_t)full[3], (Py_ssize_t)size);
+            return -1;
+        }
+        m->stride[full_ax] = size == 1 ? 0 : stride;
+        stride *= size;
+    }
+    m->kind = mt == NPY_BOOL ? CT_MASK_BOOL : CT_MASK_ADD;
+    m->data = PyArray_DATA(a);
+    return 0;
+}
+
+/* is_causal, dropout_p, seed and the scale (default 1/sqrt(Dh)) into o. */
+static int parse_opts(PyObject *o_scale, int is_causal, double dropout_p,
+                      unsigned long long seed, npy_intp Dh, const char *fn, ct_attn_opts *o)
+{
+    o->is_causal = is_causal;
+    o->seed = (uint64_t)seed;
+    if (!(dropout_p >= 0 && dropout_p <= 1)) {
+        PyObject *got = PyFloat_FromDouble(dropout_p);
+        PyErr_Format(PyExc_ValueError, "%s: dropout_p must be in [0, 1], got %R", fn, got);
+        Py_XDECREF(got);
+        return -1;
+    }
+    o->dropout_p = dropout_p;
+    if (o_scale == NULL || o_scale == Py_None) {
+        o->scale = Dh > 0 ? 1.0 / sqrt((double)Dh) : 1.0;
+        return 0;
+    }
+    o->scale = PyFloat_AsDouble(o_scale);
+    if (o->scale == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: scale must be a float or None, got %s", fn,
+                     Py_TYPE(o_scale)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Gradient buffer: the caller's accumulator `obj` (C-contiguous, exact shape)
+ * or fresh zeros.  Returns NULL with an error set on failure. */
+static PyArrayObject *grad_buffer(ct_held *held, PyObject *obj, const char *fn, const char *arg,
+                                  int t, PyArrayObject *like)
+{
+    int nd = PyArray_NDIM(like);
+    PyArrayObject *g = ct_inplace(obj, fn, arg, t, nd, PyArray_DIMS(like), -1, 1);
+    if (g != NULL || PyErr_Occurred()) return g;
+    return ct_zeros(held, t, nd, PyArray_DIMS(like));
+}
+
+/* ---- scaled dot-product attention -------------------------------------- */
+
+typedef struct {
+    PyArrayObject *q, *k, *v;
+    npy_intp B, H, Tq, Tk, Dh, Dv;
+    int t;
+    ct_attn_opts opts;
+} sdpa_args;
+
+/* q (B, H, Tq, Dh), k (B, H, Tk, Dh), v (B, H, Tk, Dv), mask and options. */
+static int parse_sdpa(ct_held *held, const char *fn, PyObject *o_q, PyObject *o_k, PyObject *o_v,
+                      PyObject *o_mask, int is_causal, PyObject *o_scale, double dropout_p,
+                      unsigned long long seed, sdpa_args *s)
+{
+    s->q = ct_input(held, o_q, fn, "q", CT_ANY_FLOAT, 4, 4, 0);
+    if (s->q == NULL) return -1;
+    s->t = PyArray_TYPE(s->q);
+    s->B = PyArray_DIM(s->q, 0), s->H = PyArray_DIM(s->q, 1);
+    s->Tq = PyArray_DIM(s->q, 2), s->Dh = PyArray_DIM(s->q, 3);
+    s->k = ct_input(held, o_k, fn, "k", s->t, 4, 4, 0);
+    if (s->k == NULL || ct_check_dim(s->k, fn, "k", 0, s->B, "q.shape[0], the batch") ||
+        ct_check_dim(s->k, fn, "k", 1, s->H, "q.shape[1], the heads") ||
+        ct_check_dim(s->k, fn, "k", 3, s->Dh, "q.shape[3], the head dim"))
+        return -1;
+    s->Tk = PyArray_DIM(s->k, 2);
+    s->v = ct_input(held, o_v, fn, "v", s->t, 4, 4, 0);
+    if (s->v == NULL || ct_check_dim(s->v, fn, "v", 0, s->B, "q.shape[0], the batch") ||
+        ct_check_dim(s->v, fn, "v", 1, s->H, "q.shape[1], the heads") ||
+        ct_check_dim(s->v, fn, "v", 2, s->Tk, "k.shape[2], the keys"))
+        return -1;
+    s->Dv = PyArray_DIM(s->v, 3);
+    npy_intp full[4] = {s->B, s->H, s->Tq, s->Tk};
+    if (parse_mask(held, o_mask, fn, s->t, full, "q", &s->opts.mask)) return -1;
+    return parse_opts(o_scale, is_causal, dropout_p, seed, s->Dh, fn, &s->opts);
+}
+
+/* sdpa_forward(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0, seed=0)
+ *   -> (out (B, H, Tq, Dv), probs (B, H, Tq, Tk)) */
+static PyObject *py_sdpa_forward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"q", "k", "v", "mask", "is_causal", "scale", "dropout_p", "seed", NULL};
+    const char *fn = "sdpa_forward";
+    PyObject *o_q, *o_k, *o_v, *o_mask = Py_None, *o_scale = Py_None;
+    int is_causal = 0;
+    double dropout_p = 0;
+    unsigned long long seed = 0;
+    ct_held held = {0};
+    sdpa_args s;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OpOdK", names, &o_q, &o_k, &o_v, &o_mask,
+                                     &is_causal, &o_scale, &dropout_p, &seed))
+        return NULL;
+    if (parse_sdpa(&held, fn, o_q, o_k, o_v, o_mask, is_causal, o_scale, dropout_p, seed, &s))
+        goto fail;
+    npy_intp oshape[4] = {s.B, s.H, s.Tq, s.Dv}, pshape[4] = {s.B, s.H, s.Tq, s.Tk};
+    PyArrayObject *out = ct_empty(&held, s.t, 4, oshape), *probs = ct_empty(&held, s.t, 4, pshape);
+    if (out == NULL || probs == NULL) goto fail;
+    CT_DISPATCH(s.t, sdpa_forward, PyArray_DATA(out), PyArray_DATA(probs), PyArray_DATA(s.q),
+                PyArray_DATA(s.k), PyArray_DATA(s.v), &s.opts, s.B, s.H, s.Tq, s.Tk, s.Dh, s.Dv);
+    PyObject *ret = Py_BuildValue("(OO)", (PyObject *)out, (PyObject *)probs);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
+/* sdpa_backward(dout, q, k, v, probs, mask=None, is_causal=False, scale=None, dropout_p=0.0,
+ *               seed=0, dq=None, dk=None, dv=None) -> (dq, dk, dv); given arrays are += into. */
+static PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dout", "q", "k", "v", "probs", "mask", "is_causal", "scale",
+                            "dropout_p", "seed", "dq", "dk", "dv", NULL};
+    const char *fn = "sdpa_backward";
+    PyObject *o_dout, *o_q, *o_k, *o_v, *o_p, *o_mask = Py_None, *o_scale = Py_None;
+    PyObject *o_dq = Py_None, *o_dk = Py_None, *o_dv = Py_None;
+    int is_causal = 0, status = 0;
+    double dropout_p = 0;
+    unsigned long long seed = 0;
+    ct_held held = {0};
+    sdpa_args s;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO|OpOdKOOO", names, &o_dout, &o_q, &o_k, &o_v,
+                                     &o_p, &o_mask, &is_causal, &o_scale, &dropout_p, &seed, &o_dq,
+                                     &o_dk, &o_dv))
+        return NULL;
+    if (parse_sdpa(&held, fn, o_q, o_k, o_v, o_mask, is_causal, o_scale, dropout_p, seed, &s))
+        goto fail;
+    PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", s.t, 4, 4, 0);
+    npy_intp oshape[4] = {s.B, s.H, s.Tq, s.Dv}, pshape[4] = {s.B, s.H, s.Tq, s.Tk};
+    static const char *what_o[4] = {"q.shape[0]", "q.shape[1]", "q.shape[2]", "v.shape[3]"};
+    static const char *what_p[4] = {"q.shape[0]", "q.shape[1]", "q.shape[2]", "k.shape[2]"};
+    if (dout == NULL) goto fail;
+    for (int ax = 0; ax < 4; ax++)
+        if (ct_check_dim(dout, fn, "dout", ax, oshape[ax], what_o[ax])) goto fail;
+    PyArrayObject *probs = ct_input(&held, o_p, fn, "probs", s.t, 4, 4, 0);
+    if (probs == NULL) goto fail;
+    for (int ax = 0; ax < 4; ax++)
+        if (ct_check_dim(probs, fn, "probs", ax, pshape[ax], what_p[ax])) goto fail;
+    PyArrayObject *dq = grad_buffer(&held, o_dq, fn, "dq", s.t, s.q);
+    PyArrayObject *dk = dq ? grad_buffer(&held, o_dk, fn, "dk", s.t, s.k) : NULL;
+    PyArrayObject *dv = dk ? grad_buffer(&held, o_dv, fn, "dv", s.t, s.v) : NULL;
+    if (dv == NULL) goto fail;
+    CT_DISPATCH_STATUS(status, s.t, sdpa_backward, PyArray_DATA(dq), PyArray_DATA(dk),
+                       PyArray_DATA(dv), PyArray_DATA(dout), PyArray_DATA(s.q), PyArray_DATA(s.k),
+                       PyArray_DATA(s.v), PyArray_DATA(probs), &s.opts, s.B, s.H, s.Tq, s.Tk,
+                       s.Dh, s.Dv);
+    if (status) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyObject *ret = Py_BuildValue("(OOO)", (PyObject *)dq, (PyObject *)dk, (PyObject *)dv);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
+/* ---- multi-head attention ---------------------------------------------- */
+
+typedef struct {
+    PyArrayObject *query, *key, *value, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
+    npy_intp B, Tq, Tk, E, Ek, Ev, H;
+    int t;
+    ct_attn_opts opts;
+} mha_args;
+
+/* A weight (rows, cols) of dtype t; what_cols names where cols comes from. */
+static PyArrayObject *weight_arg(ct_held *held, PyObject *obj, const char *fn, const char *arg,
+                                 int t, npy_intp rows, npy_intp cols, const char *what_cols)
+{
+    PyArrayObject *w = ct_input(held, obj, fn, arg, t, 2, 2, 0);
+    if (w == NULL || ct_check_dim(w, fn, arg, 0, rows, "embed_dim") ||
+        ct_check_dim(w, fn, arg, 1, cols, what_cols))
+        return NULL;
+    return w;
+}
+
+/* A bias (E) of dtype t or None (NULL without error). */
+static int bias_arg(ct_held *held, PyObject *obj, const char *fn, const char *arg, int t,
+                    npy_intp E, PyArrayObject **out)
+{
+    *out = ct_input(held, obj, fn, arg, t, 1, 1, 1);
+    if (*out == NULL) return PyErr_Occurred() ? -1 : 0;
+    return ct_check_dim(*out, fn, arg, 0, E, "embed_dim");
+}
+
+/* query (B, Tq, E), key (B, Tk, Ek), value (B, Tk, Ev), the eight weights,
+ * num_heads, mask and options. */
+static int parse_mha(ct_held *held, const char *fn, PyObject *const o[11], long long num_heads,
+                     PyObject *o_mask, int is_causal, double dropout_p, unsigned long long seed,
+                     mha_args *a)
+{
+    a->query = ct_input(held, o[0], fn, "query", CT_ANY_FLOAT, 3, 3, 0);
+    if (a->query == NULL) return -1;
+    a->t = PyArray_TYPE(a->query);
+    a->B = PyArray_DIM(a->query, 0), a->Tq = PyArray_DIM(a->query, 1);
+    a->E = PyArray_DIM(a->query, 2);
+    if (ct_check_positive(num_heads, fn, "num_heads", 0)) return -1;
+    a->H = (npy_intp)num_heads;
+    if (a->E % a->H != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: embed_dim (query.shape[2] = %zd) must be divisible by num_heads (%lld)",
+                     fn, (Py_ssize_t)a->E, num_heads);
+        return -1;
+    }
+    a->key = ct_input(held, o[1], fn, "key", a->t, 3, 3, 0);
+    if (a->key == NULL || ct_check_dim(a->key, fn, "key", 0, a->B, "query.shape[0], the batch"))
+        return -1;
+    a->Tk = PyArray_DIM(a->key, 1), a->Ek = PyArray_DIM(a->key, 2);
+    a->value = ct_input(held, o[2], fn, "value", a->t, 3, 3, 0);
+    if (a->value == NULL ||
+        ct_check_dim(a->value, fn, "value", 0, a->B, "query.shape[0], the batch") ||
+        ct_check_dim(a->value, fn, "value", 1, a->Tk, "key.shape[1], the keys"))
+        return -1;
+    a->Ev = PyArray_DIM(a->value, 2);
+    if (!(a->wq = weight_arg(held, o[3], fn, "q_weight", a->t, a->E, a->E, "query.shape[2]")) ||
+        !(a->wk = weight_arg(held, o[4], fn, "k_weight", a->t, a->E, a->Ek, "key.shape[2]")) ||
+        !(a->wv = weight_arg(held, o[5], fn, "v_weight", a->t, a->E, a->Ev, "value.shape[2]")) ||
+        bias_arg(held, o[6], fn, "q_bias", a->t, a->E, &a->bq) ||
+        bias_arg(held, o[7], fn, "k_bias", a->t, a->E, &a->bk) ||
+        bias_arg(held, o[8], fn, "v_bias", a->t, a->E, &a->bv) ||
+        !(a->wo = weight_arg(held, o[9], fn, "out_weight", a->t, a->E, a->E, "embed_dim")) ||
+        bias_arg(held, o[10], fn, "out_bias", a->t, a->E, &a->bo))
+        return -1;
+    npy_intp full[4] = {a->B, a->H, a->Tq, a->Tk};
+    if (parse_mask(held, o_mask, fn, a->t, full, "query", &a->opts.mask)) return -1;
+    return parse_opts(NULL, is_causal, dropout_p, seed, a->E / a->H, fn, &a->opts);
+}
+
+/* The weights of `a` as the kernel's struct of dtype suffix sfx / element type T. */
+#define MHA_WEIGHTS(sfx, T, a)                                                             \
+    (CT_CAT(mha_weights, sfx))                                                             \
+    {                                                                                      \
+        (const T *)PyArray_DATA((a).wq), (const T *)PyArray_DATA((a).wk),                  \
+            (const T *)PyArray_DATA((a).wv), (const T *)CT_DATA((a).bq),                   \
+            (const T *)CT_DATA((a).bk), (const T *)CT_DATA((a).bv),                        \
+            (const T *)PyArray_DATA((a).wo), (const T *)CT_DATA((a).bo)                    \
+    }
+
+/* mha_forward(query, key, value, q_weight, k_weight, v_weight, q_bias, k_bias, v_bias,
+ *             out_weight, out_bias, num_heads, mask=None, is_causal=False, dropout_p=0.0,
+ *             seed=0) -> (out (B, Tq, E), q (B, H, Tq, Dh), k (B, H, Tk, Dh),
+ *                         v (B, H, Tk, Dh), probs (B, H, Tq, Tk), context (B, Tq, E)) */
+static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"query", "key", "value", "q_weight", "k_weight", "v_weight",
+                            "q_bias", "k_bias", "v_bias", "out_weight", "out_bias",
+                            "num_heads", "mask", "is_causal", "dropout_p", "seed", NULL};
+    const char *fn = "mha_forward";
+    PyObject *o[11], *o_mask = Py_None;
+    long long num_heads;
+    int is_causal = 0, status = 0;
+    double dropout_p = 0;
+    unsigned long long seed = 0;
+    ct_held held = {0};
+    mha_args a;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOOOL|OpdK", names, &o[0], &o[1], &o[2],
+                                     &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
+                                     &num_heads, &o_mask, &is_causal, &dropout_p, &seed))
+        return NULL;
+    if (parse_mha(&held, fn, o, num_heads, o_mask, is_causal, dropout_p, seed, &a)) goto fail;
+    npy_intp Dh = a.E / a.H;
+    npy_intp out_shape[3] = {a.B, a.Tq, a.E}, qh_shape[4] = {a.B, a.H, a.Tq, Dh};
+    npy_intp kh_shape[4] = {a.B, a.H, a.Tk, Dh}, p_shape[4] = {a.B, a.H, a.Tq, a.Tk};
+    PyArrayObject *out = ct_empty(&held, a.t, 3, out_shape), *ctx = ct_empty(&held, a.t, 3, out_shape);
+    PyArrayObject *qh = ct_empty(&held, a.t, 4, qh_shape), *kh = ct_empty(&held, a.t, 4, kh_shape);
+    PyArrayObject *vh = ct_empty(&held, a.t, 4, kh_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
+    if (!out || !ctx || !qh || !kh || !vh || !probs) goto fail;
+    Py_BEGIN_ALLOW_THREADS
+    if (a.t == NPY_FLOAT32) {
+        mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
+        status = mha_forward_f32(PyArray_DATA(out), PyArray_DATA(qh), PyArray_DATA(kh),
+                                 PyArray_DATA(vh), PyArray_DATA(probs), PyArray_DATA(ctx),
+                                 PyArray_DATA(a.query), PyArray_DATA(a.key), PyArray_DATA(a.value),
+                                 &w, &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
+    } else {
+        mha_weights_f64 w = MHA_WEIGHTS(_f64, double, a);
+        status = mha_forward_f64(PyArray_DATA(out), PyArray_DATA(qh), PyArray_DATA(kh),
+                                 PyArray_DATA(vh), PyArray_DATA(probs), PyArray_DATA(ctx),
+                                 PyArray_DATA(a.query), PyArray_DATA(a.key), PyArray_DATA(a.value),
+                                 &w, &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
+    }
+    Py_END_ALLOW_THREADS
+    if (status) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyObject *ret = Py_BuildValue("(OOOOOO)", (PyObject *)out, (PyObject *)qh, (PyObject *)kh,
+                                  (PyObject *)vh, (PyObject *)probs, (PyObject *)ctx);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
+/* One saved array of mha_forward: dtype t and exactly `shape`. */
+static PyArrayObject *saved_arg(ct_held *held, PyObject *obj, const char *fn, const char *arg,
+                                int t, int nd, const npy_intp *shape)
+{
+    PyArrayObject *s = ct_input(held, obj, fn, arg, t, nd, nd, 0);
+    if (s == NULL) return NULL;
+    for (int ax = 0; ax < nd; ax++)
+        if (ct_check_dim(s, fn, arg, ax, shape[ax], "its shape in mha_forward")) return NULL;
+    return s;
+}
+
+/* The kernel's gradient struct of dtype suffix sfx / element type T; g[] in the
+ * order dquery, dkey, dvalue, dwq, dwk, dwv, dbq, dbk, dbv, dwo, dbo. */
+#define MHA_GRADS(sfx, T, g)                                                               \
+    (CT_CAT(mha_grads, sfx))                                                               \
+    {                                                                                      \
+        (T *)CT_DATA(g[0]), (T *)CT_DATA(g[1]), (T *)CT_DATA(g[2]), (T *)CT_DATA(g[3]),     \
+            (T *)CT_DATA(g[4]), (T *)CT_DATA(g[5]), (T *)CT_DATA(g[6]), (T *)CT_DATA(g[7]), \
+            (T *)CT_DATA(g[8]), (T *)CT_DATA(g[9]), (T *)CT_DATA(g[10])                    \
+    }
+
+/* mha_backward(dout, query, key, value, q_weight, k_weight, v_weight, q_bias, k_bias,
+ *              v_bias, out_weight, out_bias, num_heads, q, k, v, probs, context,
+ *              mask=None, is_causal=False, dropout_p=0.0, seed=0,
+ *              dquery=None, dkey=None, dvalue=None, dq_weight=None, dk_weight=None,
+ *              dv_weight=None, dq_bias=None, dk_bias=None, dv_bias=None,
+ *              dout_weight=None, dout_bias=None)
+ *   -> (dquery, dkey, dvalue, dq_weight, dk_weight, dv_weight, dq_bias | None,
+ *       dk_bias | None, dv_bias | None, dout_weight, dout_bias | None)
+ *   Given gradient arrays are accumulated into; bias gradients are None when the bias is. */
+static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dout", "query", "key", "value", "q_weight", "k_weight", "v_weight",
+                            "q_bias", "k_bias", "v_bias", "out_weight", "out_bias", "num_heads",
+                            "q", "k", "v", "probs", "context", "mask", "is_causal", "dropout_p",
+                            "seed", "dquery", "dkey", "dvalue", "dq_weight", "dk_weight",
+                            "dv_weight", "dq_bias", "dk_bias", "dv_bias", "dout_weight",
+                            "dout_bias", NULL};
+    static const char *gnames[11] = {"dquery", "dkey", "dvalue", "dq_weight", "dk_weight",
+                                     "dv_weight", "dq_bias", "dk_bias", "dv_bias", "dout_weight",
+                                     "dout_bias"};
+    const char *fn = "mha_backward";
+    PyObject *o_dout, *o[11], *os[5], *o_mask = Py_None, *og[11];
+    for (int i = 0; i < 11; i++) og[i] = Py_None;
+    long long num_heads;
+    int is_causal = 0, status = 0;
+    double dropout_p = 0;
+    unsigned long long seed = 0;
+    ct_held held = {0};
+    mha_args a;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "OOOOOOOOOOOOLOOOOO|OpdKOOOOOOOOOOO", names, &o_dout, &o[0], &o[1], &o[2],
+            &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &num_heads, &os[0], &os[1],
+            &os[2], &os[3], &os[4], &o_mask, &is_causal, &dropout_p, &seed, &og[0], &og[1], &og[2],
+            &og[3], &og[4], &og[5], &og[6], &og[7], &og[8], &og[9], &og[10]))
+        return NULL;
+    if (parse_mha(&held, fn, o, num_heads, o_mask, is_causal, dropout_p, seed, &a)) goto fail;
+    npy_intp Dh = a.E / a.H;
+    npy_intp out_shape[3] = {a.B, a.Tq, a.E}, qh_shape[4] = {a.B, a.H, a.Tq, Dh};
+    npy_intp kh_shape[4] = {a.B, a.H, a.Tk, Dh}, p_shape[4] = {a.B, a.H, a.Tq, a.Tk};
+    PyArrayObject *dout = saved_arg(&held, o_dout, fn, "dout", a.t, 3, out_shape);
+    PyArrayObject *qh = dout ? saved_arg(&held, os[0], fn, "q", a.t, 4, qh_shape) : NULL;
+    PyArrayObject *kh = qh ? saved_arg(&held, os[1], fn, "k", a.t, 4, kh_shape) : NULL;
+    PyArrayObject *vh = kh ? saved_arg(&held, os[2], fn, "v", a.t, 4, kh_shape) : NULL;
+    PyArrayObject *probs = vh ? saved_arg(&held, os[3], fn, "probs", a.t, 4, p_shape) : NULL;
+    PyArrayObject *ctx = probs ? saved_arg(&held, os[4], fn, "context", a.t, 3, out_shape) : NULL;
+    if (ctx == NULL) goto fail;
+    /* Gradients shaped like the inputs; bias gradients only for biases given. */
+    PyArrayObject *like[11] = {a.query, a.key, a.value, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.wo, a.bo};
+    PyArrayObject *g[11];
+    for (int i = 0; i < 11; i++) {
+        g[i] = NULL;
+        if (like[i] == NULL) continue;
+        if (!(g[i] = grad_buffer(&held, og[i], fn, gnames[i], a.t, like[i]))) goto fail;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (a.t == NPY_FLOAT32) {
+        mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
+        mha_grads_f32 gr = MHA_GRADS(_f32, float, g);
+        status = mha_backward_f32(&gr, PyArray_DATA(dout), PyArray_DATA(a.query),
+                                  PyArray_DATA(a.key), PyArray_DATA(a.value), &w, PyArray_DATA(qh),
+                                  PyArray_DATA(kh), PyArray_DATA(vh), PyArray_DATA(probs),
+                                  PyArray_DATA(ctx), &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
+    } else {
+        mha_weights_f64 w = MHA_WEIGHTS(_f64, double, a);
+        mha_grads_f64 gr = MHA_GRADS(_f64, double, g);
+        status = mha_backward_f64(&gr, PyArray_DATA(dout), PyArray_DATA(a.query),
+                                  PyArray_DATA(a.key), PyArray_DATA(a.value), &w, PyArray_DATA(qh),
+                                  PyArray_DATA(kh), PyArray_DATA(vh), PyArray_DATA(probs),
+                                  PyArray_DATA(ctx), &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
+    }
+    Py_END_ALLOW_THREADS
+    if (status) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyObject *ret = PyTuple_New(11);
+    for (int i = 0; ret != NULL && i < 11; i++) {
+        PyObject *item = g[i] ? (PyObject *)g[i] : Py_None;
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(ret, i, item);
+    }
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
+/* ---- positional encoding ----------------------------------------------- */
+
+/* positional_encoding(max_len, d_model, double=False) -> pe (max_len, d_model) */
+static PyObject *py_positional_encoding(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"max_len", "d_model", "double", NULL};
+    const char *fn = "positional_encoding";
+    long long max_len, d_model;
+    int is_double = 0;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|p", names, &max_len, &d_model, &is_double))
+        return NULL;
+    if (ct_check_positive(max_len, fn, "max_len", 1) || ct_check_positive(d_model, fn, "d_model", 1))
+        return NULL;
+    int t = is_double ? NPY_FLOAT64 : NPY_FLOAT32;
+    npy_intp shape[2] = {(npy_intp)max_len, (npy_intp)d_model};
+    PyArrayObject *pe = ct_empty(&held, t, 2, shape);
+    if (pe == NULL) goto fail;
+    CT_DISPATCH(t, positional_encoding, PyArray_DATA(pe), shape[0], shape[1]);
+    PyObject *ret = ct_ret(pe);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
 
 PyMethodDef ct_methods_attention[] = {
+    CT_METHOD(sdpa_forward, "sdpa_forward(q, k, v, mask=None, is_causal=False, scale=None, "
+                            "dropout_p=0.0, seed=0) -> (out, probs)"),
+    CT_METHOD(sdpa_backward, "sdpa_backward(dout, q, k, v, probs, mask=None, is_causal=False, "
+                             "scale=None, dropout_p=0.0, seed=0, dq=None, dk=None, dv=None) "
+                             "-> (dq, dk, dv)"),
+    CT_METHOD(mha_forward, "mha_forward(query, key, value, q_weight, k_weight, v_weight, q_bias, "
+                           "k_bias, v_bias, out_weight, out_bias, num_heads, mask=None, "
+                           "is_causal=False, dropout_p=0.0, seed=0) -> (out, q, k, v, probs, "
+                           "context)"),
+    CT_METHOD(mha_backward, "mha_backward(dout, query, key, value, <8 weights>, num_heads, q, k, "
+                            "v, probs, context, mask=None, is_causal=False, dropout_p=0.0, "
+                            "seed=0, <11 optional accumulators>) -> 11 gradients"),
+    CT_METHOD(positional_encoding, "positional_encoding(max_len, d_model, double=False) -> pe"),
     {NULL, NULL, 0, NULL},
 };

@@ -34,6 +34,15 @@ fail:
     return NULL;
 }
 
+/* A gradient buffer: the caller's array (checked, accumulated into), or a
+ * fresh one, zeroed only when it will be accumulated into. */
+static PyArrayObject *grad_buffer(ct_held *held, PyObject *given_obj, const char *fn, const char *arg,
+                                  int t, int nd, const npy_intp *shape, int accumulate)
+{
+    if (given_obj != Py_None) return ct_inplace(given_obj, fn, arg, t, nd, shape, -1, 0);
+    return accumulate ? ct_zeros(held, t, nd, shape) : ct_empty(held, t, nd, shape);
+}
+
 /* linear_backward(dout (..., N), inp (..., K), weight (N, K), with_bias=True,
  *                 need_dinp=True, dinp=None, dweight=None, dbias=None)
  *   -> (dinp | None, dweight, dbias | None); given arrays are accumulated into. */
@@ -61,22 +70,18 @@ static PyObject *py_linear_backward(PyObject *self, PyObject *args, PyObject *kw
         if (ct_check_dim(dout, fn, "dout", i, PyArray_DIM(inp, i), "inp's leading dims")) goto fail;
     if (ct_check_dim(dout, fn, "dout", -1, N, "weight.shape[0]")) goto fail;
 
+    /* Given buffers are accumulated into.  When none is given the fresh
+     * buffers are written, not accumulated (no zero-fill needed); when only
+     * some are, the missing ones start from zeros. */
+    int given = (need_dinp && o_dinp != Py_None) || o_dw != Py_None || (with_bias && o_db != Py_None);
+    npy_intp nshape[1] = {N};
     PyArrayObject *dinp = NULL, *dw, *db = NULL;
-    if (need_dinp) {
-        dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
-        if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(inp)))))
-            goto fail;
-    }
-    dw = ct_inplace(o_dw, fn, "dweight", t, 2, PyArray_DIMS(w), -1, 1);
-    if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 2, PyArray_DIMS(w)))))
+    if (need_dinp && !(dinp = grad_buffer(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), given)))
         goto fail;
-    if (with_bias) {
-        npy_intp nshape[1] = {N};
-        db = ct_inplace(o_db, fn, "dbias", t, 1, nshape, -1, 1);
-        if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, nshape)))) goto fail;
-    }
+    if (!(dw = grad_buffer(&held, o_dw, fn, "dweight", t, 2, PyArray_DIMS(w), given))) goto fail;
+    if (with_bias && !(db = grad_buffer(&held, o_db, fn, "dbias", t, 1, nshape, given))) goto fail;
     CT_DISPATCH(t, linear_backward, CT_DATA(dinp), PyArray_DATA(dw), CT_DATA(db),
-                PyArray_DATA(dout), PyArray_DATA(inp), PyArray_DATA(w), M, K, N);
+                PyArray_DATA(dout), PyArray_DATA(inp), PyArray_DATA(w), M, K, N, given);
     PyObject *ret = Py_BuildValue("(OOO)", dinp ? (PyObject *)dinp : Py_None, (PyObject *)dw,
                                   db ? (PyObject *)db : Py_None);
     ct_release(&held);

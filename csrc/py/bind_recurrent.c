@@ -1,6 +1,329 @@
-/* bind_recurrent.c - Python bindings of recurrent.c (to be filled in). */
+/* bind_recurrent.c - Python bindings of recurrent.c: whole-sequence kernels
+ * (rnn_forward / rnn_backward) and one-step cells (rnn_cell_forward /
+ * rnn_cell_backward, the same C kernel with T = 1). */
 #include "ct_py.h"
+#include "../recurrent.h"
+
+static const char *mode_names[] = {"rnn_tanh", "rnn_relu", "lstm", "gru"};
+
+/* mode string -> CT_RNN_TANH / CT_RNN_RELU / CT_LSTM / CT_GRU, or -1 with an error set. */
+static int parse_mode(PyObject *obj, const char *fn)
+{
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: mode must be a str, got %s", fn, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const char *name = PyUnicode_AsUTF8(obj);
+    if (name == NULL) return -1;
+    for (int m = 0; m < 4; m++)
+        if (strcmp(name, mode_names[m]) == 0) return m;
+    PyErr_Format(PyExc_ValueError,
+                 "%s: mode must be 'rnn_tanh', 'rnn_relu', 'lstm' or 'gru', got %R", fn, obj);
+    return -1;
+}
+
+/* a.shape == (d0, d1), else ValueError quoting the expected shape (as torch does). */
+static int check_shape2(PyArrayObject *a, const char *fn, const char *arg, npy_intp d0,
+                        npy_intp d1, const char *what)
+{
+    if (PyArray_NDIM(a) == 2 && PyArray_DIM(a, 0) == d0 && PyArray_DIM(a, 1) == d1) return 0;
+    PyObject *got = PyObject_GetAttrString((PyObject *)a, "shape");
+    PyErr_Format(PyExc_ValueError, "%s: %s must have shape (%zd, %zd) %s, got %R", fn, arg,
+                 (Py_ssize_t)d0, (Py_ssize_t)d1, what, got);
+    Py_XDECREF(got);
+    return -1;
+}
+
+/* The arrays and sizes shared by every recurrent binding. */
+typedef struct {
+    PyArrayObject *x, *h0, *c0, *w_ih, *w_hh, *b_ih, *b_hh, *lengths;
+    int typenum;
+    ct_rnn_shape shape;
+} rnn_args;
+
+/* Python objects of the shared arguments; `cell` selects x (B, I) and the
+ * names h / c instead of x (T, B, I), h0 / c0 and lengths. */
+typedef struct {
+    PyObject *x, *h0, *c0, *w_ih, *w_hh, *b_ih, *b_hh, *lengths, *mode;
+    int reverse, cell;
+} rnn_objs;
+
+/* x, then w_ih / w_hh / biases, which fix I, H and the gate count. */
+static int parse_weights(ct_held *held, rnn_args *a, const rnn_objs *o, const char *fn)
+{
+    a->x = ct_input(held, o->x, fn, "x", CT_ANY_FLOAT, o->cell ? 2 : 3, o->cell ? 2 : 3, 0);
+    if (a->x == NULL) return -1;
+    int t = a->typenum = PyArray_TYPE(a->x);
+    a->w_ih = ct_input(held, o->w_ih, fn, "w_ih", t, 2, 2, 0);
+    if (a->w_ih == NULL) return -1;
+    a->w_hh = ct_input(held, o->w_hh, fn, "w_hh", t, 2, 2, 0);
+    if (a->w_hh == NULL) return -1;
+    int mode = a->shape.mode;
+    npy_intp H = PyArray_DIM(a->w_hh, 1), GH = ct_rnn_gate_count(mode) * H;
+    char what[96];
+    snprintf(what, sizeof what, "%d * w_hh.shape[1] for %s", (int)ct_rnn_gate_count(mode),
+             mode_names[mode]);
+    if (ct_check_dim(a->w_hh, fn, "w_hh", 0, GH, what) ||
+        ct_check_dim(a->w_ih, fn, "w_ih", 0, GH, "w_hh.shape[0]") ||
+        ct_check_dim(a->x, fn, "x", -1, PyArray_DIM(a->w_ih, 1), "w_ih.shape[1], the input size"))
+        return -1;
+    a->b_ih = ct_input(held, o->b_ih, fn, "b_ih", t, 1, 1, 1);
+    if (PyErr_Occurred() || (a->b_ih && ct_check_dim(a->b_ih, fn, "b_ih", 0, GH, "w_ih.shape[0]")))
+        return -1;
+    a->b_hh = ct_input(held, o->b_hh, fn, "b_hh", t, 1, 1, 1);
+    if (PyErr_Occurred() || (a->b_hh && ct_check_dim(a->b_hh, fn, "b_hh", 0, GH, "w_hh.shape[0]")))
+        return -1;
+    a->shape.In = PyArray_DIM(a->w_ih, 1);
+    a->shape.H = H;
+    a->shape.B = PyArray_DIM(a->x, o->cell ? 0 : 1);
+    a->shape.T = o->cell ? 1 : PyArray_DIM(a->x, 0);
+    return 0;
+}
+
+/* Initial state h0 (B, H) and, for lstm only, c0 (B, H); None = zeros. */
+static int parse_state(ct_held *held, rnn_args *a, const rnn_objs *o, const char *fn)
+{
+    const char *h_name = o->cell ? "h" : "h0", *c_name = o->cell ? "c" : "c0";
+    npy_intp B = a->shape.B, H = a->shape.H;
+    a->h0 = ct_input(held, o->h0, fn, h_name, a->typenum, 0, -1, 1);
+    if (PyErr_Occurred() || (a->h0 && check_shape2(a->h0, fn, h_name, B, H, "(batch, hidden)")))
+        return -1;
+    if (a->shape.mode != CT_LSTM && o->c0 != NULL && o->c0 != Py_None) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must be None for mode '%s' (only lstm has a cell "
+                     "state), got an array", fn, c_name, mode_names[a->shape.mode]);
+        return -1;
+    }
+    a->c0 = ct_input(held, o->c0, fn, c_name, a->typenum, 0, -1, 1);
+    if (PyErr_Occurred() || (a->c0 && check_shape2(a->c0, fn, c_name, B, H, "(batch, hidden)")))
+        return -1;
+    return 0;
+}
+
+/* lengths (B) of integers in [1, T], or None. */
+static int parse_lengths(ct_held *held, rnn_args *a, const rnn_objs *o, const char *fn)
+{
+    a->lengths = ct_input(held, o->lengths, fn, "lengths", CT_IDS, 1, 1, 1);
+    if (PyErr_Occurred()) return -1;
+    if (a->lengths == NULL) return 0;
+    if (ct_check_dim(a->lengths, fn, "lengths", 0, a->shape.B, "x.shape[1], the batch size"))
+        return -1;
+    const int64_t *len = (const int64_t *)PyArray_DATA(a->lengths);
+    for (npy_intp b = 0; b < a->shape.B; b++) {
+        if (len[b] < 1 || len[b] > a->shape.T) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: lengths[%zd] must be in [1, %zd] (1 <= length <= x.shape[0]), got %lld",
+                         fn, (Py_ssize_t)b, (Py_ssize_t)a->shape.T, (long long)len[b]);
+            return -1;
+        }
+    }
+    a->shape.lengths = len;
+    return 0;
+}
+
+static int parse_common(ct_held *held, rnn_args *a, const rnn_objs *o, const char *fn)
+{
+    memset(a, 0, sizeof *a);
+    a->shape.mode = parse_mode(o->mode, fn);
+    if (a->shape.mode < 0) return -1;
+    a->shape.reverse = o->reverse;
+    if (parse_weights(held, a, o, fn) || parse_state(held, a, o, fn)) return -1;
+    return o->cell ? 0 : parse_lengths(held, a, o, fn);
+}
+
+/* An optional gradient of shape (B, H) (dh_n, dc_n). */
+static PyArrayObject *grad_state(ct_held *held, PyObject *obj, const char *fn, const char *arg,
+                                 const rnn_args *a)
+{
+    PyArrayObject *g = ct_input(held, obj, fn, arg, a->typenum, 0, -1, 1);
+    if (g && check_shape2(g, fn, arg, a->shape.B, a->shape.H, "(batch, hidden)")) return NULL;
+    return g;
+}
+
+/* Run the forward kernel; out has x's leading dims with H last. */
+static PyObject *run_forward(ct_held *held, rnn_args *a, const char *fn, int cell)
+{
+    ct_rnn_shape *s = &a->shape;
+    int t = a->typenum, lstm = s->mode == CT_LSTM;
+    npy_intp out_shape[3] = {s->T, s->B, s->H}, state_shape[2] = {s->B, s->H};
+    npy_intp saved_size[1] = {ct_rnn_saved_size(s->mode, s->T, s->B, s->H)};
+    PyArrayObject *out = cell ? ct_empty(held, t, 2, state_shape) : ct_empty(held, t, 3, out_shape);
+    PyArrayObject *h_n = cell ? NULL : ct_empty(held, t, 2, state_shape);
+    PyArrayObject *c_n = lstm ? ct_empty(held, t, 2, state_shape) : NULL;
+    PyArrayObject *saved = ct_empty(held, t, 1, saved_size);
+    if (out == NULL || (!cell && h_n == NULL) || (lstm && c_n == NULL) || saved == NULL)
+        return NULL;
+    int status;
+    CT_DISPATCH_STATUS(status, t, rnn_forward, PyArray_DATA(out), CT_DATA(h_n), CT_DATA(c_n),
+                       PyArray_DATA(saved), PyArray_DATA(a->x), CT_DATA(a->h0), CT_DATA(a->c0),
+                       PyArray_DATA(a->w_ih), PyArray_DATA(a->w_hh), CT_DATA(a->b_ih),
+                       CT_DATA(a->b_hh), s);
+    if (status) return PyErr_NoMemory();
+    PyObject *c_obj = c_n ? (PyObject *)c_n : Py_None;
+    if (cell) return Py_BuildValue("(OOO)", (PyObject *)out, c_obj, (PyObject *)saved);
+    return Py_BuildValue("(OOOO)", (PyObject *)out, (PyObject *)h_n, c_obj, (PyObject *)saved);
+}
+
+/* rnn_forward(x (T, B, I), h0 (B, H) | None, w_ih (G*H, I), w_hh (G*H, H),
+ *             b_ih (G*H) | None, b_hh (G*H) | None, mode, c0=None, lengths=None,
+ *             reverse=False) -> (out (T, B, H), h_n (B, H), c_n (B, H) | None, saved) */
+static PyObject *py_rnn_forward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"x", "h0", "w_ih", "w_hh", "b_ih", "b_hh", "mode", "c0", "lengths",
+                            "reverse", NULL};
+    const char *fn = "rnn_forward";
+    rnn_objs o = {.c0 = Py_None, .lengths = Py_None, .cell = 0};
+    rnn_args a;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|OOp", names, &o.x, &o.h0, &o.w_ih,
+                                     &o.w_hh, &o.b_ih, &o.b_hh, &o.mode, &o.c0, &o.lengths,
+                                     &o.reverse))
+        return NULL;
+    PyObject *ret = parse_common(&held, &a, &o, fn) ? NULL : run_forward(&held, &a, fn, 0);
+    ct_release(&held);
+    return ret;
+}
+
+/* rnn_cell_forward(x (B, I), h (B, H) | None, w_ih, w_hh, b_ih | None, b_hh | None,
+ *                  mode, c=None) -> (h' (B, H), c' (B, H) | None, saved) */
+static PyObject *py_rnn_cell_forward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"x", "h", "w_ih", "w_hh", "b_ih", "b_hh", "mode", "c", NULL};
+    const char *fn = "rnn_cell_forward";
+    rnn_objs o = {.c0 = Py_None, .lengths = Py_None, .cell = 1};
+    rnn_args a;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|O", names, &o.x, &o.h0, &o.w_ih, &o.w_hh,
+                                     &o.b_ih, &o.b_hh, &o.mode, &o.c0))
+        return NULL;
+    PyObject *ret = parse_common(&held, &a, &o, fn) ? NULL : run_forward(&held, &a, fn, 1);
+    ct_release(&held);
+    return ret;
+}
+
+/* The gradients of a backward call, all zero-initialised (the kernel accumulates). */
+typedef struct {
+    PyArrayObject *dx, *dh0, *dc0, *dw_ih, *dw_hh, *db_ih, *db_hh;
+} rnn_grads;
+
+static int alloc_grads(ct_held *held, rnn_grads *g, const rnn_args *a, int need_dx)
+{
+    int t = a->typenum;
+    npy_intp state_shape[2] = {a->shape.B, a->shape.H};
+    memset(g, 0, sizeof *g);
+    if (need_dx && !(g->dx = ct_zeros(held, t, PyArray_NDIM(a->x), PyArray_DIMS(a->x)))) return -1;
+    if (!(g->dh0 = ct_zeros(held, t, 2, state_shape))) return -1;
+    if (a->shape.mode == CT_LSTM && !(g->dc0 = ct_zeros(held, t, 2, state_shape))) return -1;
+    if (!(g->dw_ih = ct_zeros(held, t, 2, PyArray_DIMS(a->w_ih)))) return -1;
+    if (!(g->dw_hh = ct_zeros(held, t, 2, PyArray_DIMS(a->w_hh)))) return -1;
+    if (a->b_ih && !(g->db_ih = ct_zeros(held, t, 1, PyArray_DIMS(a->b_ih)))) return -1;
+    if (a->b_hh && !(g->db_hh = ct_zeros(held, t, 1, PyArray_DIMS(a->b_hh)))) return -1;
+    return 0;
+}
+
+static PyObject *opt(PyArrayObject *a) { return a ? (PyObject *)a : Py_None; }
+
+/* Check dout / dh_n / dc_n / saved, run the backward kernel, build the result tuple. */
+static PyObject *run_backward(ct_held *held, rnn_args *a, const char *fn, int cell,
+                              PyObject *o_dout, PyObject *o_dh_n, PyObject *o_dc_n,
+                              PyObject *o_saved, int need_dx)
+{
+    ct_rnn_shape *s = &a->shape;
+    int t = a->typenum;
+    PyArrayObject *dout = NULL;
+    if (!cell) {
+        dout = ct_input(held, o_dout, fn, "dout", t, 3, 3, 1);
+        if (PyErr_Occurred() ||
+            (dout && (ct_check_dim(dout, fn, "dout", 0, s->T, "x.shape[0]") ||
+                      ct_check_dim(dout, fn, "dout", 1, s->B, "x.shape[1]") ||
+                      ct_check_dim(dout, fn, "dout", 2, s->H, "w_hh.shape[1]"))))
+            return NULL;
+    }
+    const char *dh_name = cell ? "dh_new" : "dh_n", *dc_name = cell ? "dc_new" : "dc_n";
+    PyArrayObject *dh_n = grad_state(held, o_dh_n, fn, dh_name, a);
+    if (PyErr_Occurred()) return NULL;
+    if (s->mode != CT_LSTM && o_dc_n != Py_None) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must be None for mode '%s', got an array", fn,
+                     dc_name, mode_names[s->mode]);
+        return NULL;
+    }
+    PyArrayObject *dc_n = grad_state(held, o_dc_n, fn, dc_name, a);
+    if (PyErr_Occurred()) return NULL;
+    PyArrayObject *saved = ct_input(held, o_saved, fn, "saved", t, 1, 1, 0);
+    if (saved == NULL || ct_check_dim(saved, fn, "saved", 0,
+                                      ct_rnn_saved_size(s->mode, s->T, s->B, s->H),
+                                      "the size rnn_forward returns for these shapes"))
+        return NULL;
+    rnn_grads g;
+    if (alloc_grads(held, &g, a, need_dx)) return NULL;
+    int status;
+    CT_DISPATCH_STATUS(status, t, rnn_backward, CT_DATA(g.dx), PyArray_DATA(g.dh0),
+                       CT_DATA(g.dc0), PyArray_DATA(g.dw_ih), PyArray_DATA(g.dw_hh),
+                       CT_DATA(g.db_ih), CT_DATA(g.db_hh), CT_DATA(dout), CT_DATA(dh_n),
+                       CT_DATA(dc_n), PyArray_DATA(a->x), PyArray_DATA(a->w_ih),
+                       PyArray_DATA(a->w_hh), PyArray_DATA(saved), s);
+    if (status) return PyErr_NoMemory();
+    return Py_BuildValue("(OOOOOOO)", opt(g.dx), (PyObject *)g.dh0, opt(g.dc0),
+                         (PyObject *)g.dw_ih, (PyObject *)g.dw_hh, opt(g.db_ih), opt(g.db_hh));
+}
+
+/* rnn_backward(dout (T, B, H) | None, dh_n | None, dc_n | None, x, h0, c0, w_ih, w_hh,
+ *              b_ih, b_hh, saved, mode, lengths=None, reverse=False, need_dx=True)
+ *   -> (dx | None, dh0, dc0 | None, dw_ih, dw_hh, db_ih | None, db_hh | None) */
+static PyObject *py_rnn_backward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dout", "dh_n", "dc_n", "x", "h0", "c0", "w_ih", "w_hh", "b_ih",
+                            "b_hh", "saved", "mode", "lengths", "reverse", "need_dx", NULL};
+    const char *fn = "rnn_backward";
+    PyObject *o_dout, *o_dh_n, *o_dc_n, *o_saved;
+    rnn_objs o = {.lengths = Py_None, .cell = 0};
+    int need_dx = 1;
+    rnn_args a;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOOOO|Opp", names, &o_dout, &o_dh_n,
+                                     &o_dc_n, &o.x, &o.h0, &o.c0, &o.w_ih, &o.w_hh, &o.b_ih,
+                                     &o.b_hh, &o_saved, &o.mode, &o.lengths, &o.reverse, &need_dx))
+        return NULL;
+    PyObject *ret = NULL;
+    if (!parse_common(&held, &a, &o, fn))
+        ret = run_backward(&held, &a, fn, 0, o_dout, o_dh_n, o_dc_n, o_saved, need_dx);
+    ct_release(&held);
+    return ret;
+}
+
+/* rnn_cell_backward(dh_new (B, H) | None, dc_new | None, x (B, I), h, c, w_ih, w_hh, b_ih,
+ *                   b_hh, saved, mode, need_dx=True)
+ *   -> (dx | None, dh, dc | None, dw_ih, dw_hh, db_ih | None, db_hh | None) */
+static PyObject *py_rnn_cell_backward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dh_new", "dc_new", "x", "h", "c", "w_ih", "w_hh", "b_ih", "b_hh",
+                            "saved", "mode", "need_dx", NULL};
+    const char *fn = "rnn_cell_backward";
+    PyObject *o_dh, *o_dc, *o_saved;
+    rnn_objs o = {.lengths = Py_None, .cell = 1};
+    int need_dx = 1;
+    rnn_args a;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOOO|p", names, &o_dh, &o_dc, &o.x, &o.h0,
+                                     &o.c0, &o.w_ih, &o.w_hh, &o.b_ih, &o.b_hh, &o_saved, &o.mode,
+                                     &need_dx))
+        return NULL;
+    PyObject *ret = NULL;
+    if (!parse_common(&held, &a, &o, fn))
+        ret = run_backward(&held, &a, fn, 1, Py_None, o_dh, o_dc, o_saved, need_dx);
+    ct_release(&held);
+    return ret;
+}
 
 PyMethodDef ct_methods_recurrent[] = {
+    CT_METHOD(rnn_forward, "rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0=None, "
+                           "lengths=None, reverse=False) -> (out, h_n, c_n, saved)"),
+    CT_METHOD(rnn_backward, "rnn_backward(dout, dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, "
+                            "saved, mode, lengths=None, reverse=False, need_dx=True) "
+                            "-> (dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh)"),
+    CT_METHOD(rnn_cell_forward, "rnn_cell_forward(x, h, w_ih, w_hh, b_ih, b_hh, mode, c=None) "
+                                "-> (h_new, c_new, saved)"),
+    CT_METHOD(rnn_cell_backward, "rnn_cell_backward(dh_new, dc_new, x, h, c, w_ih, w_hh, b_ih, "
+                                 "b_hh, saved, mode, need_dx=True) "
+                                 "-> (dx, dh, dc, dw_ih, dw_hh, db_ih, db_hh)"),
     {NULL, NULL, 0, NULL},
 };

@@ -10,4 +10,5 @@
     X(crossentropy)    \
     X(optim)           \
     X(attention)       \
+    X(fused)           \
     X(recurrent)

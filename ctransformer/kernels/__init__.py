@@ -14,7 +14,18 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
   the argument, and the expected and actual value.
 * The GIL is released while the C code runs.
 """
+from .activation import ACTIVATION_KINDS, activation_backward, activation_forward, activation_saves_output
+from .dropout import dropout_backward, dropout_forward
+from .embedding import embedding_backward, embedding_forward
+from .layernorm import layernorm_backward, layernorm_forward
+from .attention import MHAGrads, MHASaved, mha_backward, mha_forward, positional_encoding, sdpa_backward, sdpa_forward
+from .fused import add_layernorm_backward, add_layernorm_forward, bias_act_backward, bias_act_forward
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
+from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
+from .crossentropy import cross_entropy_backward, cross_entropy_forward
+from .recurrent import (rnn_backward, rnn_cell_backward, rnn_cell_forward, rnn_forward, rnn_stack_backward,
+                        rnn_stack_forward)
+from .optim import adam_step, clip_grad_norm, grad_norm, sgd_step
 from .runtime import blas_config, get_num_threads, set_num_threads
 
 __all__ = [name for name in dir() if not name.startswith("_")]

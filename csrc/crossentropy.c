@@ -1,0 +1,146 @@
+/* crossentropy.c - cross-entropy loss fused with log-softmax, torch's semantics
+ * (F.cross_entropy with ignore_index, label_smoothing, class weights and the
+ * three reductions).
+ *
+ * For a row z (C logits) with target t, class weights w (all 1 when absent),
+ * lse = log sum_c exp(z_c) and log p_c = z_c - lse:
+ *
+ *     nll    = w_t * (lse - z_t)
+ *     smooth = sum_c w_c * (lse - z_c)
+ *     loss   = (1 - eps) * nll + eps / C * smooth
+ *
+ * Ignored rows (t == ignore_index) contribute 0 and have zero gradient.
+ * reduction "mean" divides the summed loss by W = sum of w_t over the
+ * non-ignored rows (0/0 = NaN when every row is ignored, as torch).
+ * Gradient of a row's loss with respect to z_j, with p = softmax(z) and
+ * Wc = sum_c w_c:
+ *
+ *     (1 - eps) * w_t * (p_j - [j == t])  +  eps / C * (p_j * Wc - w_j)
+ *
+ * Only lse (one double per row) is kept for the backward pass, never an
+ * (N, C) buffer: the backward recomputes p_j = exp(z_j - lse).  lse is kept
+ * in double even for float32 logits, so that p stays exact to float32
+ * precision for huge logits (a float32 lse of 1e4 would be off by 5e-4). */
+#include "crossentropy.h"
+
+#ifndef CT_TEMPLATE_PASS
+#define CT_TEMPLATE_FILE "crossentropy.c"
+#include "ct_template.h"
+#else
+
+/* log sum_c exp(z_c) of one row z (C), shifted by the row max for
+ * stability.  An all -inf row gives -inf (the shift is then 0); NaN in the
+ * row propagates through the sum. */
+static acc_t FN(row_logsumexp)(const real *z, ct_int C)
+{
+    real max = -INFINITY;
+    for (ct_int c = 0; c < C; c++)
+        if (z[c] > max) max = z[c];
+    if (max == -INFINITY) max = 0;
+    acc_t sum = 0;
+    for (ct_int c = 0; c < C; c++) sum += EXP(z[c] - max);
+    return (acc_t)max + log(sum);
+}
+
+/* sum_c w_c * (lse - z_c): the label-smoothing term of one row. */
+static acc_t FN(row_smoothing)(const real *z, const real *weight, acc_t lse, ct_int C)
+{
+    acc_t sum = 0;
+    if (weight == NULL)
+        for (ct_int c = 0; c < C; c++) sum += lse - (acc_t)z[c];
+    else
+        for (ct_int c = 0; c < C; c++) sum += (acc_t)weight[c] * (lse - (acc_t)z[c]);
+    return sum;
+}
+
+/* cross_entropy_forward
+ *   logits  (N, C)
+ *   targets (N)    each in [0, C) or == ignore_index (checked by the caller)
+ *   weight  (C) class weights, or NULL
+ *   lse     (N)    out, double: log-sum-exp of each row (for the backward)
+ *   loss    (N) per-row losses when reduction is CT_REDUCE_NONE, else (1)
+ *           the mean or sum; ignored rows count 0.
+ *   label_smoothing eps in [0, 1].
+ */
+void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const int64_t *targets,
+                               const real *weight, ct_int N, ct_int C, int64_t ignore_index,
+                               acc_t label_smoothing, int reduction)
+{
+    acc_t eps = label_smoothing, total = 0, total_weight = 0;
+    for (ct_int i = 0; i < N; i++) {
+        const real *z = logits + i * C;
+        int64_t t = targets[i];
+        acc_t row = 0;
+        lse[i] = FN(row_logsumexp)(z, C);
+        if (t != ignore_index) {
+            acc_t w_t = weight ? (acc_t)weight[t] : 1;
+            row = (1 - eps) * w_t * (lse[i] - (acc_t)z[t]);
+            /* skipped at eps = 0: 0 * inf would turn a row with a -inf
+             * logit into NaN */
+            if (eps != 0) row += eps / (acc_t)C * FN(row_smoothing)(z, weight, lse[i], C);
+            total_weight += w_t;
+        }
+        if (reduction == CT_REDUCE_NONE) loss[i] = (real)row;
+        else total += row;
+    }
+    if (reduction == CT_REDUCE_MEAN) loss[0] = (real)(total / total_weight);
+    if (reduction == CT_REDUCE_SUM) loss[0] = (real)total;
+}
+
+/* d[c] += p_coef * p_c - smooth_coef * w_c for c in [lo, hi), with
+ * p_c = exp(z_c - lse): the softmax and uniform parts of a row's gradient. */
+static void FN(add_softmax_grad)(real *d, const real *z, const real *weight, acc_t lse,
+                                 acc_t p_coef, acc_t smooth_coef, ct_int lo, ct_int hi)
+{
+    for (ct_int c = lo; c < hi; c++) {
+        acc_t p = EXP((real)((acc_t)z[c] - lse));
+        acc_t w_c = weight ? (acc_t)weight[c] : 1;
+        d[c] += (real)(p_coef * p - smooth_coef * w_c);
+    }
+}
+
+/* Gradient of one non-ignored row (C), scaled by s = d(total)/d(row loss). */
+static void FN(row_backward)(real *d, const real *z, int64_t t, acc_t lse, const real *weight,
+                             acc_t weight_sum, acc_t s, acc_t eps, ct_int C)
+{
+    acc_t w_t = weight ? (acc_t)weight[t] : 1;
+    acc_t target_coef = s * (1 - eps) * w_t;  /* the one-hot term */
+    acc_t smooth_coef = s * eps / (acc_t)C;   /* the uniform term */
+    acc_t p_coef = target_coef + smooth_coef * weight_sum;
+    FN(add_softmax_grad)(d, z, weight, lse, p_coef, smooth_coef, 0, t);
+    FN(add_softmax_grad)(d, z, weight, lse, p_coef, smooth_coef, t + 1, C);
+    acc_t p_t = EXP((real)((acc_t)z[t] - lse));
+    d[t] += (real)(p_coef * p_t - smooth_coef * w_t - target_coef);
+}
+
+/* cross_entropy_backward (accumulates)
+ *   dloss   (N) for CT_REDUCE_NONE, else (1)
+ *   logits  (N, C), targets (N), lse (N) double, weight (C) or NULL: as forward
+ *   dlogits (N, C) += d loss / d logits; ignored rows get nothing.
+ */
+void FN(cross_entropy_backward)(real *dlogits, const real *dloss, const real *logits,
+                                const int64_t *targets, const acc_t *lse, const real *weight,
+                                ct_int N, ct_int C, int64_t ignore_index, acc_t label_smoothing,
+                                int reduction)
+{
+    acc_t weight_sum = (acc_t)C, scale = 1;
+    if (weight != NULL) {
+        weight_sum = 0;
+        for (ct_int c = 0; c < C; c++) weight_sum += weight[c];
+    }
+    if (reduction == CT_REDUCE_MEAN) {
+        acc_t total_weight = 0;
+        for (ct_int i = 0; i < N; i++)
+            if (targets[i] != ignore_index) total_weight += weight ? (acc_t)weight[targets[i]] : 1;
+        scale = 1 / total_weight;
+    }
+    for (ct_int i = 0; i < N; i++) {
+        int64_t t = targets[i];
+        if (t == ignore_index) continue;
+        acc_t s = (acc_t)dloss[reduction == CT_REDUCE_NONE ? i : 0] * scale;
+        FN(row_backward)(dlogits + i * C, logits + i * C, t, lse[i], weight, weight_sum, s,
+                         label_smoothing, C);
+    }
+}
+
+#endif

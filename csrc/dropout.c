@@ -1,0 +1,45 @@
+/* dropout.c - inverted dropout with a counter-based mask.
+ *
+ * Element i is kept iff u >= p with u = ct_random_uniform(seed, offset + i)
+ * (csrc/ct.h), a pure function of (seed, offset + i): the mask of a big
+ * array is the concatenation of the masks of its parts computed with the
+ * matching offsets, whatever order or thread visits the elements.  Kept
+ * values are scaled by 1 / (1 - p) so the expectation is unchanged.
+ * Values are MULTIPLIED by 0 or the scale (as torch does), so a NaN input
+ * stays NaN even where it is dropped. */
+#ifndef CT_TEMPLATE_PASS
+#define CT_TEMPLATE_FILE "dropout.c"
+#include "ct_template.h"
+#else
+
+/* 1 / (1 - p), or 0 when p = 1 (nothing is kept, and 1/0 would be inf). */
+static real FN(dropout_scale)(double p) { return p < 1 ? (real)(1.0 / (1.0 - p)) : (real)0; }
+
+/* dropout_forward
+ *   inp (n), any shape flattened; 0 <= p <= 1
+ *   mask (n) uint8 (a bool array in Python): 1 where kept
+ *   out (n) = inp * mask / (1 - p)
+ */
+CT_VECTOR_CLONES
+void FN(dropout_forward)(real *out, uint8_t *mask, const real *inp, ct_int n, double p,
+                         uint64_t seed, uint64_t offset)
+{
+    real scale = FN(dropout_scale)(p);
+    for (ct_int i = 0; i < n; i++) {
+        mask[i] = ct_random_uniform(seed, offset + (uint64_t)i) >= p;
+        out[i] = inp[i] * (mask[i] ? scale : (real)0);
+    }
+}
+
+/* dropout_backward (accumulates)
+ *   dout (n), mask (n) from forward
+ *   dinp (n) += dout * mask / (1 - p)
+ */
+CT_VECTOR_CLONES
+void FN(dropout_backward)(real *dinp, const real *dout, const uint8_t *mask, ct_int n, double p)
+{
+    real scale = FN(dropout_scale)(p);
+    for (ct_int i = 0; i < n; i++) dinp[i] += dout[i] * (mask[i] ? scale : (real)0);
+}
+
+#endif

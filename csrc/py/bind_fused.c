@@ -1,0 +1,210 @@
+/* bind_fused.c - Python bindings of fused.c. */
+#include "ct_py.h"
+#include "../fused.h"
+
+/* "relu" | "gelu" | "gelu_tanh" -> CT_ACT_*, or -1 with a ValueError. */
+static int parse_act(const char *name, const char *fn)
+{
+    if (strcmp(name, "relu") == 0) return CT_ACT_RELU;
+    if (strcmp(name, "gelu") == 0) return CT_ACT_GELU;
+    if (strcmp(name, "gelu_tanh") == 0) return CT_ACT_GELU_TANH;
+    PyErr_Format(PyExc_ValueError, "%s: act must be 'relu', 'gelu' or 'gelu_tanh', got '%s'", fn,
+                 name);
+    return -1;
+}
+
+/* A row vector (N) of dtype t, or None (NULL, no error) when optional. */
+static int vector_arg(ct_held *held, PyObject *obj, const char *fn, const char *arg, int t,
+                      npy_intp N, PyArrayObject **out)
+{
+    *out = ct_input(held, obj, fn, arg, t, 1, 1, 1);
+    if (*out == NULL) return PyErr_Occurred() ? -1 : 0;
+    return ct_check_dim(*out, fn, arg, 0, N, "inp.shape[-1]");
+}
+
+/* `a` has exactly the shape of `ref`, else ValueError naming the first bad axis. */
+static int same_shape(PyArrayObject *a, PyArrayObject *ref, const char *fn, const char *arg,
+                      const char *ref_arg)
+{
+    int nd = PyArray_NDIM(ref);
+    if (PyArray_NDIM(a) != nd) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must have %d dimensions (like %s), got %d", fn, arg,
+                     nd, ref_arg, PyArray_NDIM(a));
+        return -1;
+    }
+    for (int ax = 0; ax < nd; ax++)
+        if (ct_check_dim(a, fn, arg, ax, PyArray_DIM(ref, ax), ref_arg)) return -1;
+    return 0;
+}
+
+/* bias_act_forward(inp (..., N), bias (N) | None, act="relu") -> out (..., N) */
+static PyObject *py_bias_act_forward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"inp", "bias", "act", NULL};
+    const char *fn = "bias_act_forward", *act_name = "relu";
+    PyObject *o_inp, *o_b = Py_None;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Os", names, &o_inp, &o_b, &act_name)) return NULL;
+    int act = parse_act(act_name, fn);
+    if (act < 0) return NULL;
+    PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0), *b;
+    if (inp == NULL) goto fail;
+    int t = PyArray_TYPE(inp), nd = PyArray_NDIM(inp);
+    npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);
+    if (vector_arg(&held, o_b, fn, "bias", t, N, &b)) goto fail;
+    PyArrayObject *out = ct_empty(&held, t, nd, PyArray_DIMS(inp));
+    if (out == NULL) goto fail;
+    CT_DISPATCH(t, bias_act_forward, PyArray_DATA(out), PyArray_DATA(inp), CT_DATA(b), act, M, N);
+    PyObject *ret = ct_ret(out);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
+/* bias_act_backward(dout, inp, bias | None, act="relu", dinp=None, dbias=None)
+ *   -> (dinp, dbias | None); given arrays are accumulated into. */
+static PyObject *py_bias_act_backward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dout", "inp", "bias", "act", "dinp", "dbias", NULL};
+    const char *fn = "bias_act_backward", *act_name = "relu";
+    PyObject *o_dout, *o_inp, *o_b = Py_None, *o_dinp = Py_None, *o_db = Py_None;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OsOO", names, &o_dout, &o_inp, &o_b, &act_name,
+                                     &o_dinp, &o_db))
+        return NULL;
+    int act = parse_act(act_name, fn);
+    if (act < 0) return NULL;
+    PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0), *b;
+    if (inp == NULL) goto fail;
+    int t = PyArray_TYPE(inp), nd = PyArray_NDIM(inp);
+    npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);
+    if (vector_arg(&held, o_b, fn, "bias", t, N, &b)) goto fail;
+    PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, 1, -1, 0);
+    if (dout == NULL || same_shape(dout, inp, fn, "dout", "inp.shape")) goto fail;
+    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
+    if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(inp)))))
+        goto fail;
+    PyArrayObject *db = NULL;
+    if (b != NULL) {
+        db = ct_inplace(o_db, fn, "dbias", t, 1, PyArray_DIMS(b), -1, 1);
+        if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, PyArray_DIMS(b)))))
+            goto fail;
+    }
+    CT_DISPATCH(t, bias_act_backward, PyArray_DATA(dinp), CT_DATA(db), PyArray_DATA(dout),
+                PyArray_DATA(inp), CT_DATA(b), act, M, N);
+    PyObject *ret = Py_BuildValue("(OO)", (PyObject *)dinp, db ? (PyObject *)db : Py_None);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
+/* add_layernorm_forward(inp (..., N), residual (..., N), weight | None, bias | None, eps=1e-5)
+ *   -> (out (..., N), mean (...), rstd (...)) */
+static PyObject *py_add_layernorm_forward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"inp", "residual", "weight", "bias", "eps", NULL};
+    const char *fn = "add_layernorm_forward";
+    PyObject *o_inp, *o_res, *o_w = Py_None, *o_b = Py_None;
+    double eps = 1e-5;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOd", names, &o_inp, &o_res, &o_w, &o_b, &eps))
+        return NULL;
+    if (!(eps >= 0)) {
+        PyErr_Format(PyExc_ValueError, "%s: eps must be >= 0, got a negative or NaN value", fn);
+        return NULL;
+    }
+    PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0), *w, *b;
+    if (inp == NULL) goto fail;
+    int t = PyArray_TYPE(inp), nd = PyArray_NDIM(inp);
+    npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);
+    PyArrayObject *res = ct_input(&held, o_res, fn, "residual", t, 1, -1, 0);
+    if (res == NULL || same_shape(res, inp, fn, "residual", "inp.shape")) goto fail;
+    if (vector_arg(&held, o_w, fn, "weight", t, N, &w) || vector_arg(&held, o_b, fn, "bias", t, N, &b))
+        goto fail;
+    PyArrayObject *out = ct_empty(&held, t, nd, PyArray_DIMS(inp));
+    PyArrayObject *mean = ct_empty(&held, t, nd - 1, PyArray_DIMS(inp));
+    PyArrayObject *rstd = ct_empty(&held, t, nd - 1, PyArray_DIMS(inp));
+    if (!out || !mean || !rstd) goto fail;
+    CT_DISPATCH(t, add_layernorm_forward, PyArray_DATA(out), PyArray_DATA(mean), PyArray_DATA(rstd),
+                PyArray_DATA(inp), PyArray_DATA(res), CT_DATA(w), CT_DATA(b), eps, M, N);
+    PyObject *ret = Py_BuildValue("(OOO)", (PyObject *)out, (PyObject *)mean, (PyObject *)rstd);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
+/* add_layernorm_backward(dout, inp, residual, weight | None, mean, rstd, with_bias=True,
+ *                        dinp=None, dweight=None, dbias=None)
+ *   -> (dinp (the gradient of inp and of residual), dweight | None, dbias | None) */
+static PyObject *py_add_layernorm_backward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dout", "inp", "residual", "weight", "mean", "rstd", "with_bias",
+                            "dinp", "dweight", "dbias", NULL};
+    const char *fn = "add_layernorm_backward";
+    PyObject *o_dout, *o_inp, *o_res, *o_w, *o_mean, *o_rstd;
+    PyObject *o_dinp = Py_None, *o_dw = Py_None, *o_db = Py_None;
+    int with_bias = 1;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOO|pOOO", names, &o_dout, &o_inp, &o_res, &o_w,
+                                     &o_mean, &o_rstd, &with_bias, &o_dinp, &o_dw, &o_db))
+        return NULL;
+    PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0), *w;
+    if (inp == NULL) goto fail;
+    int t = PyArray_TYPE(inp), nd = PyArray_NDIM(inp);
+    npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);
+    PyArrayObject *res = ct_input(&held, o_res, fn, "residual", t, 1, -1, 0);
+    if (res == NULL || same_shape(res, inp, fn, "residual", "inp.shape")) goto fail;
+    PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, 1, -1, 0);
+    if (dout == NULL || same_shape(dout, inp, fn, "dout", "inp.shape")) goto fail;
+    if (vector_arg(&held, o_w, fn, "weight", t, N, &w)) goto fail;
+    PyArrayObject *mean = ct_input(&held, o_mean, fn, "mean", t, 0, -1, 0);
+    PyArrayObject *rstd = mean ? ct_input(&held, o_rstd, fn, "rstd", t, 0, -1, 0) : NULL;
+    if (rstd == NULL) goto fail;
+    if (PyArray_SIZE(mean) != M || PyArray_SIZE(rstd) != M) {
+        PyErr_Format(PyExc_ValueError, "%s: mean and rstd must have %zd elements (inp.shape[:-1]), "
+                     "got %zd and %zd", fn, (Py_ssize_t)M, (Py_ssize_t)PyArray_SIZE(mean),
+                     (Py_ssize_t)PyArray_SIZE(rstd));
+        goto fail;
+    }
+    npy_intp nshape[1] = {N};
+    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
+    if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(inp)))))
+        goto fail;
+    PyArrayObject *dw = NULL, *db = NULL;
+    if (w != NULL) {
+        dw = ct_inplace(o_dw, fn, "dweight", t, 1, nshape, -1, 1);
+        if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 1, nshape)))) goto fail;
+    }
+    if (with_bias) {
+        db = ct_inplace(o_db, fn, "dbias", t, 1, nshape, -1, 1);
+        if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, nshape)))) goto fail;
+    }
+    CT_DISPATCH(t, add_layernorm_backward, PyArray_DATA(dinp), CT_DATA(dw), CT_DATA(db),
+                PyArray_DATA(dout), PyArray_DATA(inp), PyArray_DATA(res), CT_DATA(w),
+                PyArray_DATA(mean), PyArray_DATA(rstd), M, N);
+    PyObject *ret = Py_BuildValue("(OOO)", (PyObject *)dinp, dw ? (PyObject *)dw : Py_None,
+                                  db ? (PyObject *)db : Py_None);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
+PyMethodDef ct_methods_fused[] = {
+    CT_METHOD(bias_act_forward, "bias_act_forward(inp, bias=None, act='relu') -> out"),
+    CT_METHOD(bias_act_backward, "bias_act_backward(dout, inp, bias=None, act='relu', dinp=None, "
+                                 "dbias=None) -> (dinp, dbias)"),
+    CT_METHOD(add_layernorm_forward, "add_layernorm_forward(inp, residual, weight=None, "
+                                     "bias=None, eps=1e-5) -> (out, mean, rstd)"),
+    CT_METHOD(add_layernorm_backward, "add_layernorm_backward(dout, inp, residual, weight, mean, "
+                                      "rstd, with_bias=True, dinp=None, dweight=None, dbias=None) "
+                                      "-> (dinp, dweight, dbias)"),
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,10 @@
+/* softmax.h - prototypes of softmax.c (a template: see ct_template.h). */
+#ifndef CT_TEMPLATE_PASS
+#define CT_TEMPLATE_FILE "softmax.h"
+#include "ct_template.h"
+#else
+void FN(softmax_forward)(real *out, const real *inp, ct_int N, ct_int D);
+void FN(softmax_backward)(real *dinp, const real *dout, const real *out, ct_int N, ct_int D);
+void FN(log_softmax_forward)(real *out, const real *inp, ct_int N, ct_int D);
+void FN(log_softmax_backward)(real *dinp, const real *dout, const real *out, ct_int N, ct_int D);
+#endif

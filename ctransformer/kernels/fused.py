@@ -1,0 +1,58 @@
+"""Fused element-wise pieces of a Transformer block: bias + activation for the
+feed-forward, and residual add + LayerNorm over the last axis."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from .. import _C
+
+
+def _act_name(fn: str, act: str, approximate: str) -> str:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"{fn}: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if approximate == "tanh":
+        if act != "gelu":
+            raise ValueError(f"{fn}: approximate='tanh' needs act='gelu', got act={act!r}")
+        return "gelu_tanh"
+    return act
+
+
+def bias_act_forward(inp: np.ndarray, bias: Optional[np.ndarray] = None, act: str = "relu",
+                     approximate: str = "none") -> np.ndarray:
+    """``act(inp + bias)``: inp (..., N), bias (N) or None -> out (..., N).
+    act is "relu" or "gelu" (exact erf form, or torch's tanh form with
+    approximate="tanh")."""
+    return _C.bias_act_forward(inp, bias, _act_name("bias_act_forward", act, approximate))
+
+
+def bias_act_backward(dout: np.ndarray, inp: np.ndarray, bias: Optional[np.ndarray] = None,
+                      act: str = "relu", approximate: str = "none",
+                      dinp: Optional[np.ndarray] = None, dbias: Optional[np.ndarray] = None
+                      ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """Gradients of :func:`bias_act_forward`: dout (..., N) -> (dinp (..., N),
+    dbias (N) or None when bias is None).  Given arrays are accumulated into."""
+    return _C.bias_act_backward(dout, inp, bias, _act_name("bias_act_backward", act, approximate),
+                                dinp, dbias)
+
+
+def add_layernorm_forward(inp: np.ndarray, residual: np.ndarray, weight: Optional[np.ndarray] = None,
+                          bias: Optional[np.ndarray] = None, eps: float = 1e-5
+                          ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``LayerNorm(inp + residual)`` over the last axis (biased variance, eps
+    inside the square root, as torch).  inp, residual (..., N), weight/bias (N)
+    or None -> (out (..., N), mean (...), rstd (...))."""
+    return _C.add_layernorm_forward(inp, residual, weight, bias, float(eps))
+
+
+def add_layernorm_backward(dout: np.ndarray, inp: np.ndarray, residual: np.ndarray,
+                           weight: Optional[np.ndarray], mean: np.ndarray, rstd: np.ndarray,
+                           with_bias: bool = True, dinp: Optional[np.ndarray] = None,
+                           dweight: Optional[np.ndarray] = None, dbias: Optional[np.ndarray] = None
+                           ) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """Gradients of :func:`add_layernorm_forward`: -> (dinp (..., N), which is
+    the gradient of both inp and residual; dweight (N) or None when weight is
+    None; dbias (N) or None when not with_bias).  Given arrays are accumulated into."""
+    return _C.add_layernorm_backward(dout, inp, residual, weight, mean, rstd, bool(with_bias), dinp,
+                                     dweight, dbias)

@@ -1,0 +1,258 @@
+"""Recurrent layers: Elman RNN (tanh / relu), LSTM and GRU, with torch's maths
+and weight layout.
+
+Modes and gate counts G: ``"rnn_tanh"``, ``"rnn_relu"`` (G = 1), ``"lstm"``
+(G = 4, gates i, f, g, o), ``"gru"`` (G = 3, gates r, z, n).  Weights as torch:
+``w_ih`` (G*H, I), ``w_hh`` (G*H, H), ``b_ih``, ``b_hh`` (G*H) or None.
+
+* :func:`rnn_forward` / :func:`rnn_backward` - one layer, one direction, a
+  whole time-major sequence (the building block, all in C).
+* :func:`rnn_cell_forward` / :func:`rnn_cell_backward` - one step (the same C
+  kernel with T = 1), for step-by-step decoders.
+* :func:`rnn_stack_forward` / :func:`rnn_stack_backward` - multi-layer and
+  bidirectional stacks with dropout between layers, as ``torch.nn.RNN`` /
+  ``LSTM`` / ``GRU``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import _C
+
+MODES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
+
+# (w_ih, w_hh, b_ih | None, b_hh | None) of one layer and direction.
+RNNWeights = Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
+# (dw_ih, dw_hh, db_ih | None, db_hh | None)
+RNNWeightGrads = Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
+
+
+def rnn_forward(x: np.ndarray, h0: Optional[np.ndarray], w_ih: np.ndarray, w_hh: np.ndarray,
+                b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray], mode: str,
+                c0: Optional[np.ndarray] = None, lengths: Optional[np.ndarray] = None,
+                reverse: bool = False
+                ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]:
+    """One recurrent layer in one direction over a whole sequence.
+
+    x (T, B, I) time-major; h0, c0 (B, H) or None (zeros; c0 for lstm only);
+    lengths (B) integers in [1, T] or None: steps t >= lengths[b] are padding
+    (output 0, state unchanged, no gradient), as ``pad_packed_sequence``
+    gives; reverse: each sequence runs from its own last real step back to 0.
+
+    Returns (out (T, B, H), h_n (B, H), c_n (B, H) or None, saved), h_n / c_n
+    the state after each sequence's last real step and ``saved`` a 1-D
+    buffer for :func:`rnn_backward`.
+    """
+    return _C.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0, lengths, reverse)
+
+
+def rnn_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray], dc_n: Optional[np.ndarray],
+                 x: np.ndarray, h0: Optional[np.ndarray], c0: Optional[np.ndarray],
+                 w_ih: np.ndarray, w_hh: np.ndarray, b_ih: Optional[np.ndarray],
+                 b_hh: Optional[np.ndarray], saved: np.ndarray, mode: str,
+                 lengths: Optional[np.ndarray] = None, reverse: bool = False, need_dx: bool = True
+                 ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray,
+                            np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """Gradients of :func:`rnn_forward` (backward through time in C).
+
+    dout (T, B, H), dh_n, dc_n (B, H): gradients of the outputs, None = zero.
+    The other arguments as given to / returned by :func:`rnn_forward`.
+    Returns (dx (T, B, I) or None when not need_dx, dh0 (B, H), dc0 (B, H)
+    or None (not lstm), dw_ih, dw_hh, db_ih or None, db_hh or None); a bias
+    given as None gets no gradient.
+    """
+    return _C.rnn_backward(dout, dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, saved, mode,
+                           lengths, reverse, need_dx)
+
+
+def rnn_cell_forward(x: np.ndarray, h: Optional[np.ndarray], w_ih: np.ndarray, w_hh: np.ndarray,
+                     b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray], mode: str,
+                     c: Optional[np.ndarray] = None
+                     ) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
+    """One step, as ``torch.nn.RNNCell`` / ``LSTMCell`` / ``GRUCell``.
+
+    x (B, I), h, c (B, H) or None (zeros; c for lstm only)
+    -> (h' (B, H), c' (B, H) or None, saved for :func:`rnn_cell_backward`).
+    """
+    return _C.rnn_cell_forward(x, h, w_ih, w_hh, b_ih, b_hh, mode, c)
+
+
+def rnn_cell_backward(dh_new: Optional[np.ndarray], dc_new: Optional[np.ndarray], x: np.ndarray,
+                      h: Optional[np.ndarray], c: Optional[np.ndarray], w_ih: np.ndarray,
+                      w_hh: np.ndarray, b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray],
+                      saved: np.ndarray, mode: str, need_dx: bool = True
+                      ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray],
+                                 np.ndarray, np.ndarray, Optional[np.ndarray],
+                                 Optional[np.ndarray]]:
+    """Gradients of :func:`rnn_cell_forward`.
+
+    dh_new, dc_new (B, H) or None -> (dx (B, I) or None, dh (B, H),
+    dc (B, H) or None, dw_ih, dw_hh, db_ih or None, db_hh or None).
+    """
+    return _C.rnn_cell_backward(dh_new, dc_new, x, h, c, w_ih, w_hh, b_ih, b_hh, saved, mode,
+                                need_dx)
+
+
+# ---------------------------------------------------------------------------
+# Stacks: several layers, one or two directions, dropout between layers.
+
+@dataclass
+class RNNStackCache:
+    """What :func:`rnn_stack_forward` keeps for :func:`rnn_stack_backward`."""
+    mode: str
+    num_layers: int
+    num_directions: int
+    batch_first: bool
+    lengths: Optional[np.ndarray]
+    weights: List[RNNWeights]
+    h0: Optional[np.ndarray]                 # (L*D, B, H) or None
+    c0: Optional[np.ndarray]
+    layer_inputs: List[np.ndarray] = field(default_factory=list)   # per layer, (T, B, I_l)
+    saved: List[np.ndarray] = field(default_factory=list)          # per layer*D + direction
+    masks: List[Optional[np.ndarray]] = field(default_factory=list)  # dropout on layer l's output
+
+
+def _check_stack_args(fn: str, x: np.ndarray, h0: Optional[np.ndarray], c0: Optional[np.ndarray],
+                      weights: Sequence[RNNWeights], mode: str, num_layers: int,
+                      num_directions: int, dropout: float, batch_first: bool) -> int:
+    """Validate what the C kernels cannot see; returns H."""
+    if mode not in MODES:
+        raise ValueError(f"{fn}: mode must be one of {MODES}, got {mode!r}")
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+        raise ValueError(f"{fn}: num_layers must be an int >= 1, got {num_layers!r}")
+    if not 0.0 <= float(dropout) <= 1.0:
+        raise ValueError(f"{fn}: dropout must be in [0, 1], got {dropout}")
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{fn}: x must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim != 3:
+        raise ValueError(f"{fn}: x must have 3 dimensions ({'B, T' if batch_first else 'T, B'}, I), "
+                         f"got {x.ndim}")
+    if len(weights) != num_layers * num_directions:
+        raise ValueError(f"{fn}: weights must have {num_layers * num_directions} entries "
+                         f"(num_layers * num_directions), got {len(weights)}")
+    for k, w in enumerate(weights):
+        if len(w) != 4:
+            raise ValueError(f"{fn}: weights[{k}] must be (w_ih, w_hh, b_ih, b_hh), got {len(w)} items")
+    w_hh = weights[0][1]
+    if not isinstance(w_hh, np.ndarray) or w_hh.ndim != 2:
+        return -1  # the kernel reports it
+    B = x.shape[0] if batch_first else x.shape[1]
+    expected = (num_layers * num_directions, B, w_hh.shape[1])
+    for name, state in (("h0", h0), ("c0", c0)):
+        if state is not None and tuple(np.shape(state)) != expected:
+            raise ValueError(f"{fn}: {name} must have shape {expected} "
+                             f"(num_layers * num_directions, batch, hidden), got {tuple(np.shape(state))}")
+    if c0 is not None and mode != "lstm":
+        raise ValueError(f"{fn}: c0 must be None for mode {mode!r} (only lstm has a cell state), got an array")
+    return w_hh.shape[1]
+
+
+def _dropout_mask(rng: np.random.Generator, shape: tuple, p: float, dtype) -> np.ndarray:
+    """Inverted dropout mask: 0 with probability p, else 1 / (1 - p)."""
+    if p >= 1.0:
+        return np.zeros(shape, dtype)
+    return ((rng.random(shape) >= p) / (1.0 - p)).astype(dtype)
+
+
+def rnn_stack_forward(x: np.ndarray, h0: Optional[np.ndarray], weights: Sequence[RNNWeights],
+                      mode: str, num_layers: int = 1, bidirectional: bool = False,
+                      c0: Optional[np.ndarray] = None, dropout: float = 0.0,
+                      training: bool = False, seed: int = 0, lengths: Optional[np.ndarray] = None,
+                      batch_first: bool = False
+                      ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], RNNStackCache]:
+    """A multi-layer, optionally bidirectional stack, as ``torch.nn.RNN`` /
+    ``LSTM`` / ``GRU`` (on packed sequences when ``lengths`` is given).
+
+    x (T, B, I) (or (B, T, I) when batch_first); h0, c0 (L*D, B, H) or None
+    (zeros), index ``layer * D + direction`` as torch; weights: L*D tuples
+    (w_ih, w_hh, b_ih, b_hh) in the same order (layer l > 0 has input size
+    D*H: the concatenated directions of layer l - 1); lengths (B) or None.
+    Dropout with probability ``dropout`` is applied to every layer's output
+    except the last when ``training``; the mask comes from ``seed``.
+
+    Returns (out (T, B, D*H) (batch_first: (B, T, D*H)), h_n (L*D, B, H),
+    c_n (L*D, B, H) or None, cache for :func:`rnn_stack_backward`).
+    """
+    fn = "rnn_stack_forward"
+    D = 2 if bidirectional else 1
+    _check_stack_args(fn, x, h0, c0, weights, mode, num_layers, D, dropout, batch_first)
+    if lengths is not None:
+        lengths = np.asarray(lengths)
+    if batch_first:
+        x = x.transpose(1, 0, 2)
+    cache = RNNStackCache(mode, num_layers, D, batch_first, lengths, list(weights), h0, c0)
+    # TODO: switch to ctransformer's counter-based dropout kernel once kern-core provides it.
+    rng = np.random.Generator(np.random.Philox(seed))
+    use_dropout = training and dropout > 0 and num_layers > 1
+    h_n, c_n = [], []
+    layer_in = x
+    for layer in range(num_layers):
+        cache.layer_inputs.append(layer_in)
+        outs = []
+        for d in range(D):
+            k = layer * D + d
+            out, h, c, saved = rnn_forward(layer_in, None if h0 is None else h0[k], *weights[k], mode,
+                                           None if c0 is None else c0[k], lengths, reverse=d == 1)
+            outs.append(out)
+            h_n.append(h)
+            c_n.append(c)
+            cache.saved.append(saved)
+        layer_out = outs[0] if D == 1 else np.concatenate(outs, axis=2)
+        mask = None
+        if use_dropout and layer < num_layers - 1:
+            mask = _dropout_mask(rng, layer_out.shape, float(dropout), layer_out.dtype)
+            layer_out = layer_out * mask
+        cache.masks.append(mask)
+        layer_in = layer_out
+    out = layer_in
+    if batch_first:
+        out = np.ascontiguousarray(out.transpose(1, 0, 2))
+    return out, np.stack(h_n), np.stack(c_n) if mode == "lstm" else None, cache
+
+
+def rnn_stack_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray],
+                       dc_n: Optional[np.ndarray], cache: RNNStackCache, need_dx: bool = True
+                       ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray],
+                                  List[RNNWeightGrads]]:
+    """Gradients of :func:`rnn_stack_forward`.
+
+    dout like its out, dh_n, dc_n (L*D, B, H); any may be None (zero).
+    Returns (dx like x or None, dh0 (L*D, B, H), dc0 (L*D, B, H) or None
+    (not lstm), [(dw_ih, dw_hh, db_ih, db_hh)] per layer and direction).
+    """
+    L, D, mode = cache.num_layers, cache.num_directions, cache.mode
+    if dout is not None and cache.batch_first:
+        dout = dout.transpose(1, 0, 2)
+    dh0: List[Optional[np.ndarray]] = [None] * (L * D)
+    dc0: List[Optional[np.ndarray]] = [None] * (L * D)
+    wgrads: List[Optional[RNNWeightGrads]] = [None] * (L * D)
+    d_layer_out = dout
+    d_in = None
+    for layer in reversed(range(L)):
+        mask = cache.masks[layer]
+        if d_layer_out is not None and mask is not None:
+            d_layer_out = d_layer_out * mask
+        layer_in = cache.layer_inputs[layer]
+        d_in = None
+        for d in range(D):
+            k = layer * D + d
+            w = cache.weights[k]
+            H = w[1].shape[1]
+            d_out_dir = None if d_layer_out is None else d_layer_out[:, :, d * H:(d + 1) * H]
+            grads = rnn_backward(d_out_dir, None if dh_n is None else dh_n[k],
+                                 None if dc_n is None else dc_n[k], layer_in,
+                                 None if cache.h0 is None else cache.h0[k],
+                                 None if cache.c0 is None else cache.c0[k], *w, cache.saved[k], mode,
+                                 cache.lengths, reverse=d == 1, need_dx=need_dx or layer > 0)
+            dx_dir, dh0[k], dc0[k] = grads[:3]
+            wgrads[k] = tuple(grads[3:])
+            if dx_dir is not None:
+                d_in = dx_dir if d_in is None else d_in + dx_dir
+        d_layer_out = d_in
+    dx = d_in if need_dx else None
+    if dx is not None and cache.batch_first:
+        dx = np.ascontiguousarray(dx.transpose(1, 0, 2))
+    return dx, np.stack(dh0), np.stack(dc0) if mode == "lstm" else None, wgrads

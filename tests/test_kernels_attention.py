@@ -1,0 +1,608 @@
+"""attention kernels (sdpa, multi-head attention, positional encoding):
+NumPy reference, float64 gradients, torch parity, masks, dropout, bad input."""
+import numpy as np
+import pytest
+
+import ctransformer.kernels as K
+from ctransformer import _C
+from conftest import F32, check_grads, run_isolated
+
+F64 = dict(rtol=1e-12, atol=1e-12)
+
+
+# ---- NumPy references --------------------------------------------------------
+
+def ref_sdpa(q, k, v, mask=None, is_causal=False, scale=None):
+    """out, probs of softmax(scale q k^T + mask) v; fully hidden rows -> 0."""
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = scale * q @ np.swapaxes(k, -1, -2)
+    tq, tk = s.shape[-2:]
+    hidden = np.zeros(s.shape, bool)
+    if mask is not None and mask.dtype == bool:
+        hidden |= ~mask
+    elif mask is not None:
+        s = s + mask
+    if is_causal:
+        hidden |= np.triu(np.ones((tq, tk), bool), 1)
+    s = np.where(hidden, -np.inf, s)
+    mx = s.max(-1, keepdims=True)
+    full = mx == -np.inf
+    e = np.exp(s - np.where(full, 0, mx))
+    total = e.sum(-1, keepdims=True)
+    p = np.where(full, 0, e / np.where(total == 0, 1, total))
+    return p @ v, p
+
+
+def ref_mha(query, key, value, wq, wk, wv, bq, bk, bv, wo, bo, H, mask=None, is_causal=False):
+    B, Tq, E = query.shape
+    Dh = E // H
+
+    def heads(x, w, b):
+        y = x @ w.T + (0 if b is None else b)
+        return y.reshape(B, -1, H, Dh).transpose(0, 2, 1, 3)
+
+    ctx, p = ref_sdpa(heads(query, wq, bq), heads(key, wk, bk), heads(value, wv, bv), mask, is_causal)
+    ctx = ctx.transpose(0, 2, 1, 3).reshape(B, Tq, E)
+    return ctx @ wo.T + (0 if bo is None else bo), p
+
+
+def make_mask(kind, rng, shape, dtype=np.float64):
+    """None, bool (True = take part) or additive float mask of `shape`."""
+    if kind is None:
+        return None
+    if kind == "bool":
+        m = rng.random(shape) > 0.3
+        m[..., 0] = True  # every row keeps a key
+        return m
+    return (rng.standard_normal(shape) * 2).astype(dtype)
+
+
+def qkv(rng, B=2, H=2, Tq=3, Tk=4, Dh=4, Dv=3, dtype=np.float64):
+    return (rng.standard_normal((B, H, Tq, Dh)).astype(dtype),
+            rng.standard_normal((B, H, Tk, Dh)).astype(dtype),
+            rng.standard_normal((B, H, Tk, Dv)).astype(dtype))
+
+
+# ---- sdpa: forward ------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind,mshape,causal", [
+    (None, None, False), (None, None, True), ("bool", (2, 2, 3, 5), False),
+    ("bool", (3, 5), True), ("bool", (2, 1, 1, 5), False), ("float", (2, 1, 3, 5), False),
+    ("float", (5,), True)])
+def test_sdpa_forward_matches_numpy(rng, dtype, kind, mshape, causal):
+    q, k, v = qkv(rng, Tq=3, Tk=5, dtype=dtype)
+    mask = make_mask(kind, rng, mshape, dtype)
+    out, probs = K.sdpa_forward(q, k, v, mask=mask, is_causal=causal)
+    ref_out, ref_p = ref_sdpa(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
+                              mask if mask is None or mask.dtype == bool else mask.astype(np.float64),
+                              causal)
+    tol = F32 if dtype == np.float32 else F64
+    assert out.dtype == dtype and probs.dtype == dtype
+    np.testing.assert_allclose(out, ref_out, **tol)
+    np.testing.assert_allclose(probs, ref_p, **tol)
+
+
+@pytest.mark.parametrize("tq,tk", [(2, 4), (5, 3)])
+def test_sdpa_causal_is_top_left_tril(rng, tq, tk):
+    q, k, v = qkv(rng, Tq=tq, Tk=tk)
+    _, probs = K.sdpa_forward(q, k, v, is_causal=True)
+    above = np.triu(np.ones((tq, tk), bool), 1)
+    assert (probs[..., above] == 0).all()
+    assert (probs[..., ~above] > 0).all()
+    np.testing.assert_allclose(probs.sum(-1), 1, rtol=1e-12)
+
+
+def test_sdpa_custom_scale(rng):
+    q, k, v = qkv(rng)
+    out, _ = K.sdpa_forward(q, k, v, scale=0.3)
+    np.testing.assert_allclose(out, ref_sdpa(q, k, v, scale=0.3)[0], **F64)
+
+
+# ---- sdpa: gradients ----------------------------------------------------------
+
+@pytest.mark.parametrize("kind,causal,dropout", [(None, False, 0.0), ("bool", False, 0.0),
+                                                 ("float", True, 0.0), ("bool", True, 0.4)])
+def test_sdpa_gradients_float64(rng, kind, causal, dropout):
+    q, k, v = qkv(rng, Tq=3, Tk=5)
+    mask = make_mask(kind, rng, (2, 1, 3, 5))
+    opts = dict(mask=mask, is_causal=causal, dropout_p=dropout, seed=7)
+
+    def forward(q, k, v):
+        return K.sdpa_forward(q, k, v, **opts)
+
+    def grads(dout, q, k, v):
+        _, probs = forward(q, k, v)
+        dq, dk, dv = K.sdpa_backward(dout, q, k, v, probs, **opts)
+        return dict(q=dq, k=dk, v=dv)
+
+    check_grads(forward, grads, dict(q=q, k=k, v=v), ["q", "k", "v"])
+
+
+def test_sdpa_backward_accumulates(rng):
+    q, k, v = qkv(rng)
+    out, probs = K.sdpa_forward(q, k, v)
+    dout = rng.standard_normal(out.shape)
+    fresh = K.sdpa_backward(dout, q, k, v, probs)
+    acc = [np.ones_like(q), np.ones_like(k), np.ones_like(v)]
+    got = K.sdpa_backward(dout, q, k, v, probs, dq=acc[0], dk=acc[1], dv=acc[2])
+    for g, a, f in zip(got, acc, fresh):
+        assert g is a
+        np.testing.assert_allclose(a, f + 1, **F64)
+
+
+# ---- sdpa: torch parity -------------------------------------------------------
+
+def torch_sdpa_grads(torch, q, k, v, dout, **kw):
+    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, **kw)
+    out.backward(torch.tensor(dout))
+    return out.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()
+
+
+@pytest.mark.parametrize("kind,causal,tq,tk", [(None, True, 3, 5), (None, True, 5, 3),
+                                               ("bool", False, 4, 4), ("float", False, 3, 5)])
+def test_sdpa_torch_parity(rng, kind, causal, tq, tk):
+    torch = pytest.importorskip("torch")
+    q, k, v = qkv(rng, B=2, H=3, Tq=tq, Tk=tk, Dh=8, Dv=5, dtype=np.float32)
+    mask = make_mask(kind, rng, (2, 1, tq, tk), np.float32)
+    dout = rng.standard_normal((2, 3, tq, 5)).astype(np.float32)
+    ref = torch_sdpa_grads(torch, q, k, v, dout, is_causal=causal,
+                           attn_mask=None if mask is None else torch.tensor(mask))
+    out, probs = K.sdpa_forward(q, k, v, mask=mask, is_causal=causal)
+    grads = K.sdpa_backward(dout, q, k, v, probs, mask=mask, is_causal=causal)
+    for name, ours, theirs in zip(["out", "dq", "dk", "dv"], (out,) + grads, ref):
+        np.testing.assert_allclose(ours, theirs, **F32, err_msg=name)
+
+
+@pytest.mark.parametrize("fill", ["bool", -np.inf])
+def test_sdpa_fully_masked_rows_are_zero_not_nan(rng, fill):
+    torch = pytest.importorskip("torch")
+    q, k, v = qkv(rng, Tq=3, Tk=4, dtype=np.float32)
+    if fill == "bool":
+        mask = np.ones((2, 2, 3, 4), bool)
+        mask[0, 1, 2] = False
+        mask[1, :, 0] = False
+    else:
+        mask = np.zeros((2, 2, 3, 4), np.float32)
+        mask[0, 1, 2] = -np.inf
+        mask[1, :, 0] = -np.inf
+    dout = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    out, probs = K.sdpa_forward(q, k, v, mask=mask)
+    dq, dk, dv = K.sdpa_backward(dout, q, k, v, probs, mask=mask)
+    for a in (out, probs, dq, dk, dv):
+        assert np.isfinite(a).all()
+    assert (out[0, 1, 2] == 0).all() and (out[1, :, 0] == 0).all()
+    assert (probs[0, 1, 2] == 0).all() and (dq[0, 1, 2] == 0).all() and (dq[1, :, 0] == 0).all()
+    ref = torch_sdpa_grads(torch, q, k, v, dout, attn_mask=torch.tensor(mask))
+    for name, ours, theirs in zip(["out", "dq", "dk", "dv"], (out, dq, dk, dv), ref):
+        np.testing.assert_allclose(ours, theirs, **F32, err_msg=name)
+
+
+def test_sdpa_fully_masked_float64_gradcheck(rng):
+    q, k, v = qkv(rng, Tq=3, Tk=4)
+    mask = np.ones((3, 4), bool)
+    mask[1] = False
+
+    def forward(q, k, v):
+        return K.sdpa_forward(q, k, v, mask=mask)
+
+    def grads(dout, q, k, v):
+        dq, dk, dv = K.sdpa_backward(dout, q, k, v, forward(q, k, v)[1], mask=mask)
+        return dict(q=dq, k=dk, v=dv)
+
+    check_grads(forward, grads, dict(q=q, k=k, v=v), ["q", "k", "v"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sdpa_large_negative_additive_mask_matches_torch(rng, dtype):
+    """-1e9 is arithmetic: a row masked with it everywhere is what torch gives
+    (uniform weights in float32, where -1e9 swallows the scores)."""
+    torch = pytest.importorskip("torch")
+    q, k, v = qkv(rng, Tq=3, Tk=4, dtype=dtype)
+    mask = np.zeros((3, 4), dtype)
+    mask[1] = -1e9
+    mask[2, 1:] = -1e9
+    dout = rng.standard_normal((2, 2, 3, 3)).astype(dtype)
+    out, probs = K.sdpa_forward(q, k, v, mask=mask)
+    grads = K.sdpa_backward(dout, q, k, v, probs, mask=mask)
+    ref = torch_sdpa_grads(torch, q, k, v, dout, attn_mask=torch.tensor(mask))
+    tol = F32 if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    for name, ours, theirs in zip(["out", "dq", "dk", "dv"], (out,) + grads, ref):
+        np.testing.assert_allclose(ours, theirs, **tol, err_msg=name)
+    if dtype == np.float32:
+        np.testing.assert_array_equal(probs[..., 1, :], 0.25)
+
+
+# ---- sdpa: dropout ------------------------------------------------------------
+
+def test_sdpa_dropout_deterministic_by_seed(rng):
+    q, k, v = qkv(rng, B=2, H=2, Tq=8, Tk=16)
+    out1, p1 = K.sdpa_forward(q, k, v, dropout_p=0.25, seed=3)
+    out2, p2 = K.sdpa_forward(q, k, v, dropout_p=0.25, seed=3)
+    _, p3 = K.sdpa_forward(q, k, v, dropout_p=0.25, seed=4)
+    np.testing.assert_array_equal(p1, p2)
+    np.testing.assert_array_equal(out1, out2)
+    assert (p1 != p3).any()
+    _, p_clean = K.sdpa_forward(q, k, v)
+    dropped = p1 == 0
+    assert 0.15 < dropped.mean() < 0.35
+    np.testing.assert_allclose(p1[~dropped], p_clean[~dropped] / 0.75, **F64)
+    np.testing.assert_allclose(out1, p1 @ v, **F64)
+
+
+def test_sdpa_dropout_all_and_none(rng):
+    q, k, v = qkv(rng)
+    out, probs = K.sdpa_forward(q, k, v, dropout_p=1.0)
+    assert (out == 0).all() and (probs == 0).all()
+    grads = K.sdpa_backward(np.ones(out.shape), q, k, v, probs, dropout_p=1.0)
+    assert all((g == 0).all() for g in grads)
+    np.testing.assert_array_equal(K.sdpa_forward(q, k, v, dropout_p=0.0, seed=9)[0],
+                                  K.sdpa_forward(q, k, v)[0])
+
+
+# ---- sdpa: edge cases and bad input -------------------------------------------
+
+def test_sdpa_nan_and_empty(rng):
+    q, k, v = qkv(rng, dtype=np.float32)
+    q[0, 0, 1, 2] = np.nan
+    out, probs = K.sdpa_forward(q, k, v)
+    assert np.isnan(out[0, 0, 1]).all() and np.isfinite(out[1]).all()
+    # no keys: zero output; no queries / batch / head dim: empty or plain results
+    out, probs = K.sdpa_forward(*qkv(rng, Tk=0))
+    assert out.shape == (2, 2, 3, 3) and (out == 0).all() and probs.shape == (2, 2, 3, 0)
+    dq, dk, dv = K.sdpa_backward(np.ones(out.shape), *qkv(rng, Tk=0), probs)
+    assert (dq == 0).all() and dk.shape == (2, 2, 0, 4)
+    out, probs = K.sdpa_forward(*qkv(rng, B=0))
+    assert out.shape == (0, 2, 3, 3)
+    q, k, v = qkv(rng, Dh=0)
+    out, probs = K.sdpa_forward(q, k, v)
+    np.testing.assert_allclose(out, np.broadcast_to(v.mean(2, keepdims=True), out.shape), **F64)
+
+
+def test_sdpa_reads_views_correctly(rng):
+    q, k, v = qkv(rng)
+    qv = np.ascontiguousarray(q.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)  # non-contiguous
+    kv = k[:, :, ::-1][:, :, ::-1]
+    mask = (rng.random((4, 3)) > 0.2).T  # a transposed bool view
+    mask[:, 0] = True
+    out, _ = K.sdpa_forward(qv, kv, v[..., ::1], mask=mask)
+    np.testing.assert_allclose(out, ref_sdpa(q, k, v, mask)[0], **F64)
+
+
+def test_sdpa_bad_input(rng):
+    q, k, v = qkv(rng)
+    with pytest.raises(ValueError, match=r"sdpa_forward: k.shape\[3\] must be 4 \(q.shape\[3\], the head dim\), got 5"):
+        K.sdpa_forward(q, rng.standard_normal((2, 2, 4, 5)), v)
+    with pytest.raises(ValueError, match=r"sdpa_forward: v.shape\[2\] must be 4 \(k.shape\[2\], the keys\), got 3"):
+        K.sdpa_forward(q, k, rng.standard_normal((2, 2, 3, 3)))
+    with pytest.raises(ValueError, match=r"sdpa_forward: k.shape\[1\] must be 2 \(q.shape\[1\], the heads\)"):
+        K.sdpa_forward(q, k[:, :1], v)
+    with pytest.raises(ValueError, match="sdpa_forward: q must have 4 dimensions, got 3"):
+        K.sdpa_forward(q[0], k, v)
+    with pytest.raises(TypeError, match="sdpa_forward: k must have dtype float64, got float32"):
+        K.sdpa_forward(q, k.astype(np.float32), v)
+    with pytest.raises(ValueError, match=r"sdpa_forward: mask.shape\[0\] must be 3 \(Tq\) or 1 .*got 2"):
+        K.sdpa_forward(q, k, v, mask=np.ones((2, 4), bool))
+    with pytest.raises(ValueError, match=r"sdpa_forward: mask.shape\[3\] must be 4 \(Tk\) or 1 .*got 5"):
+        K.sdpa_forward(q, k, v, mask=np.ones((2, 2, 3, 5), bool))
+    with pytest.raises(ValueError, match="sdpa_forward: mask must have 1 to 4 dimensions, got 5"):
+        K.sdpa_forward(q, k, v, mask=np.ones((1, 2, 2, 3, 4), bool))
+    with pytest.raises(TypeError, match="sdpa_forward: mask must have dtype bool or float64 .the dtype of q., got int64"):
+        K.sdpa_forward(q, k, v, mask=np.ones((3, 4), np.int64))
+    with pytest.raises(TypeError, match="sdpa_forward: mask must have dtype bool or float64 .the dtype of q., got float32"):
+        K.sdpa_forward(q, k, v, mask=np.ones((3, 4), np.float32))
+    with pytest.raises(TypeError, match="sdpa_forward: mask must be a numpy.ndarray or None, got list"):
+        K.sdpa_forward(q, k, v, mask=[[True]])
+    with pytest.raises(ValueError, match=r"sdpa_forward: dropout_p must be in \[0, 1\], got 1.5"):
+        K.sdpa_forward(q, k, v, dropout_p=1.5)
+    with pytest.raises(ValueError, match=r"sdpa_forward: dropout_p must be in \[0, 1\], got nan"):
+        K.sdpa_forward(q, k, v, dropout_p=float("nan"))
+    out, probs = K.sdpa_forward(q, k, v)
+    with pytest.raises(ValueError, match=r"sdpa_backward: probs.shape\[3\] must be 4 \(k.shape\[2\]\), got 3"):
+        K.sdpa_backward(out, q, k, v, probs[..., :3])
+    with pytest.raises(ValueError, match=r"sdpa_backward: dout.shape\[3\] must be 3 \(v.shape\[3\]\), got 4"):
+        K.sdpa_backward(np.ones((2, 2, 3, 4)), q, k, v, probs)
+    with pytest.raises(ValueError, match="sdpa_backward: dq is updated in place"):
+        K.sdpa_backward(out, q, k, v, probs, dq=np.zeros((2, 2, 4, 3)).transpose(0, 1, 3, 2))
+
+
+# ---- multi-head attention -----------------------------------------------------
+
+def mha_weights(rng, E=8, Ek=6, Ev=5, bias=True, dtype=np.float64):
+    def r(*shape):
+        return (rng.standard_normal(shape) * 0.5).astype(dtype)
+    b = (lambda: r(E)) if bias else (lambda: None)
+    return dict(q_weight=r(E, E), k_weight=r(E, Ek), v_weight=r(E, Ev), q_bias=b(), k_bias=b(),
+                v_bias=b(), out_weight=r(E, E), out_bias=b())
+
+
+def mha_inputs(rng, B=2, Tq=3, Tk=4, E=8, Ek=6, Ev=5, dtype=np.float64):
+    return (rng.standard_normal((B, Tq, E)).astype(dtype),
+            rng.standard_normal((B, Tk, Ek)).astype(dtype),
+            rng.standard_normal((B, Tk, Ev)).astype(dtype))
+
+
+W_NAMES = ["q_weight", "k_weight", "v_weight", "q_bias", "k_bias", "v_bias", "out_weight", "out_bias"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind,causal,bias", [(None, False, True), ("bool", True, True),
+                                              ("float", False, False)])
+def test_mha_forward_matches_numpy(rng, dtype, kind, causal, bias):
+    query, key, value = mha_inputs(rng, dtype=dtype)
+    w = mha_weights(rng, bias=bias, dtype=dtype)
+    mask = make_mask(kind, rng, (2, 1, 3, 4), dtype)
+    out, saved = K.mha_forward(query, key, value, **w, num_heads=2, mask=mask, is_causal=causal)
+    up = lambda a: None if a is None else a.astype(np.float64)  # noqa: E731
+    ref_out, ref_p = ref_mha(*map(up, (query, key, value)), *[up(w[n]) for n in W_NAMES], 2,
+                             mask if mask is None or mask.dtype == bool else up(mask), causal)
+    tol = F32 if dtype == np.float32 else F64
+    np.testing.assert_allclose(out, ref_out, **tol)
+    np.testing.assert_allclose(saved.probs, ref_p, **tol)
+    assert saved.q.shape == (2, 2, 3, 4) and saved.k.shape == (2, 2, 4, 4)
+    assert saved.context.shape == (2, 3, 8) and out.dtype == dtype
+
+
+@pytest.mark.parametrize("kind,causal,dropout,bias", [(None, False, 0.0, True),
+                                                      ("bool", True, 0.0, True),
+                                                      ("float", False, 0.3, True),
+                                                      (None, True, 0.0, False)])
+def test_mha_gradients_float64(rng, kind, causal, dropout, bias):
+    query, key, value = mha_inputs(rng)
+    w = mha_weights(rng, bias=bias)
+    mask = make_mask(kind, rng, (2, 2, 3, 4))
+    opts = dict(num_heads=2, mask=mask, is_causal=causal, dropout_p=dropout, seed=11)
+    inputs = dict(query=query, key=key, value=value, **{n: w[n] for n in W_NAMES if w[n] is not None})
+
+    def forward(query, key, value, *ws):
+        kw = dict(zip([n for n in W_NAMES if w[n] is not None], ws))
+        full = {n: kw.get(n) for n in W_NAMES}
+        return K.mha_forward(query, key, value, **full, **opts)[0]
+
+    def grads(dout, query, key, value, *ws):
+        kw = dict(zip([n for n in W_NAMES if w[n] is not None], ws))
+        full = {n: kw.get(n) for n in W_NAMES}
+        _, saved = K.mha_forward(query, key, value, **full, **opts)
+        g = K.mha_backward(dout, query, key, value, **full, saved=saved, **opts)._asdict()
+        if not bias:
+            assert g["q_bias"] is None and g["out_bias"] is None
+        return g
+
+    check_grads(forward, grads, inputs, list(inputs))
+
+
+def torch_mha(torch, E, H, kdim=None, vdim=None, bias=True):
+    torch.manual_seed(0)
+    return torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True, kdim=kdim, vdim=vdim)
+
+
+def mha_weights_of(layer, packed=True):
+    d = lambda t: None if t is None else t.detach().numpy()  # noqa: E731
+    w = dict(out_weight=d(layer.out_proj.weight), out_bias=d(layer.out_proj.bias))
+    if packed and layer.in_proj_weight is not None:
+        return dict(w, q_weight=None, k_weight=None, v_weight=None, q_bias=None, k_bias=None,
+                    v_bias=None, in_proj_weight=d(layer.in_proj_weight), in_proj_bias=d(layer.in_proj_bias))
+    E = layer.embed_dim
+    b = d(layer.in_proj_bias)
+    return dict(w, q_weight=d(layer.q_proj_weight), k_weight=d(layer.k_proj_weight),
+                v_weight=d(layer.v_proj_weight), q_bias=None if b is None else b[:E],
+                k_bias=None if b is None else b[E:2 * E], v_bias=None if b is None else b[2 * E:])
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "causal"])
+def test_mha_torch_parity_packed(rng, mask_kind):
+    """torch.nn.MultiheadAttention with key_padding_mask + attn_mask (True = NOT allowed)
+    against our kernel with the combined mask (True = take part)."""
+    torch = pytest.importorskip("torch")
+    B, Tq, Tk, E, H = 2, 4, 5, 8, 2
+    layer = torch_mha(torch, E, H)
+    query, key, value = mha_inputs(rng, B, Tq, Tk, E, E, E, np.float32)
+    kpm = np.zeros((B, Tk), bool)
+    kpm[1, 3:] = True  # batch 1: last two keys are padding
+    kw, mask, causal = {}, None, False
+    if mask_kind == "bool":
+        attn = rng.random((Tq, Tk)) > 0.7
+        attn[:, 0] = False
+        kw = dict(attn_mask=torch.tensor(attn), key_padding_mask=torch.tensor(kpm))
+        mask = ~(attn[None, None] | kpm[:, None, None, :])
+    elif mask_kind == "float":
+        attn = rng.standard_normal((Tq, Tk)).astype(np.float32)
+        kpm_float = np.where(kpm, -np.inf, 0).astype(np.float32)
+        kw = dict(attn_mask=torch.tensor(attn), key_padding_mask=torch.tensor(kpm_float))
+        mask = (attn[None, None] + np.where(kpm, -np.inf, 0)[:, None, None, :]).astype(np.float32)
+    elif mask_kind == "causal":
+        kw = dict(attn_mask=torch.ones(Tq, Tk, dtype=torch.bool).triu(1), is_causal=True)
+        causal = True
+    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (query, key, value))
+    t_out, t_w = layer(tq, tk, tv, need_weights=True, average_attn_weights=False, **kw)
+    dout = rng.standard_normal(t_out.shape).astype(np.float32)
+    t_out.backward(torch.tensor(dout))
+
+    w = mha_weights_of(layer)
+    out, saved = K.mha_forward(query, key, value, **w, num_heads=H, mask=mask, is_causal=causal)
+    np.testing.assert_allclose(out, t_out.detach().numpy(), **F32)
+    np.testing.assert_allclose(saved.probs, t_w.detach().numpy(), **F32)
+    g = K.mha_backward(dout, query, key, value, **w, num_heads=H, saved=saved, mask=mask,
+                       is_causal=causal)
+    pairs = [("query", tq), ("key", tk), ("value", tv), ("in_proj_weight", layer.in_proj_weight),
+             ("in_proj_bias", layer.in_proj_bias), ("out_weight", layer.out_proj.weight),
+             ("out_bias", layer.out_proj.bias)]
+    for name, t in pairs:
+        np.testing.assert_allclose(getattr(g, name), t.grad.numpy(), **F32, err_msg=name)
+    assert np.shares_memory(g.q_weight, g.in_proj_weight)
+
+
+def test_mha_torch_parity_kdim_vdim_no_bias(rng):
+    torch = pytest.importorskip("torch")
+    B, Tq, Tk, E, H, Ek, Ev = 2, 3, 4, 12, 3, 5, 7
+    layer = torch_mha(torch, E, H, kdim=Ek, vdim=Ev, bias=False)
+    query, key, value = mha_inputs(rng, B, Tq, Tk, E, Ek, Ev, np.float32)
+    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (query, key, value))
+    t_out, _ = layer(tq, tk, tv, need_weights=False)
+    dout = rng.standard_normal(t_out.shape).astype(np.float32)
+    t_out.backward(torch.tensor(dout))
+    w = mha_weights_of(layer, packed=False)
+    out, saved = K.mha_forward(query, key, value, **w, num_heads=H)
+    np.testing.assert_allclose(out, t_out.detach().numpy(), **F32)
+    g = K.mha_backward(dout, query, key, value, **w, num_heads=H, saved=saved)
+    pairs = [("query", tq), ("key", tk), ("value", tv), ("q_weight", layer.q_proj_weight),
+             ("k_weight", layer.k_proj_weight), ("v_weight", layer.v_proj_weight),
+             ("out_weight", layer.out_proj.weight)]
+    for name, t in pairs:
+        np.testing.assert_allclose(getattr(g, name), t.grad.numpy(), **F32, err_msg=name)
+    assert g.q_bias is None and g.out_bias is None and g.in_proj_weight is None
+
+
+def test_mha_self_attention_sums_to_torch(rng):
+    torch = pytest.importorskip("torch")
+    layer = torch_mha(torch, 8, 4)
+    x = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    t_out, _ = layer(tx, tx, tx, need_weights=False)
+    dout = rng.standard_normal(t_out.shape).astype(np.float32)
+    t_out.backward(torch.tensor(dout))
+    w = mha_weights_of(layer)
+    out, saved = K.mha_forward(x, x, x, **w, num_heads=4)
+    g = K.mha_backward(dout, x, x, x, **w, num_heads=4, saved=saved)
+    np.testing.assert_allclose(out, t_out.detach().numpy(), **F32)
+    np.testing.assert_allclose(g.query + g.key + g.value, tx.grad.numpy(), **F32)
+
+
+def test_mha_fully_padded_batch_has_no_nan(rng):
+    query, key, value = mha_inputs(rng)
+    w = mha_weights(rng)
+    mask = np.ones((2, 1, 1, 4), bool)
+    mask[1] = False  # batch 1 has no valid key at all
+    out, saved = K.mha_forward(query, key, value, **w, num_heads=2, mask=mask)
+    g = K.mha_backward(np.ones(out.shape), query, key, value, **w, num_heads=2, saved=saved, mask=mask)
+    assert np.isfinite(out).all() and all(np.isfinite(a).all() for a in g if a is not None)
+    np.testing.assert_allclose(out[1], np.broadcast_to(w["out_bias"], (3, 8)), **F64)
+    assert (g.key[1] == 0).all() and (g.value[1] == 0).all() and (g.query[1] == 0).all()
+
+
+def test_mha_dropout_deterministic_by_seed(rng):
+    query, key, value = mha_inputs(rng)
+    w = mha_weights(rng)
+    a = K.mha_forward(query, key, value, **w, num_heads=2, dropout_p=0.5, seed=5)
+    b = K.mha_forward(query, key, value, **w, num_heads=2, dropout_p=0.5, seed=5)
+    c = K.mha_forward(query, key, value, **w, num_heads=2, dropout_p=0.5, seed=6)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert (a[0] != c[0]).any()
+    # the same dropout mask as sdpa on the projected heads
+    _, probs = K.sdpa_forward(a[1].q, a[1].k, a[1].v, dropout_p=0.5, seed=5)
+    np.testing.assert_array_equal(a[1].probs, probs)
+
+
+def test_mha_backward_accumulates_into_given_arrays(rng):
+    query, key, value = mha_inputs(rng)
+    w = mha_weights(rng)
+    out, saved = K.mha_forward(query, key, value, **w, num_heads=2)
+    dout = rng.standard_normal(out.shape)
+    fresh = K.mha_backward(dout, query, key, value, **w, num_heads=2, saved=saved)
+    acc = np.ones_like(w["k_weight"])
+    g = _C.mha_backward(dout, query, key, value, *[w[n] for n in W_NAMES], 2, *saved,
+                        dk_weight=acc)
+    assert g[4] is acc
+    np.testing.assert_allclose(acc, fresh.k_weight + 1, **F64)
+
+
+def test_mha_bad_input(rng):
+    query, key, value = mha_inputs(rng)
+    w = mha_weights(rng)
+    with pytest.raises(ValueError, match=r"mha_forward: embed_dim \(query.shape\[2\] = 8\) must be divisible by num_heads \(3\)"):
+        K.mha_forward(query, key, value, **w, num_heads=3)
+    with pytest.raises(ValueError, match="mha_forward: num_heads must be > 0, got 0"):
+        K.mha_forward(query, key, value, **w, num_heads=0)
+    bad = dict(w, k_weight=rng.standard_normal((8, 5)))
+    with pytest.raises(ValueError, match=r"mha_forward: k_weight.shape\[1\] must be 6 \(key.shape\[2\]\), got 5"):
+        K.mha_forward(query, key, value, **bad, num_heads=2)
+    bad = dict(w, v_bias=np.zeros(7))
+    with pytest.raises(ValueError, match=r"mha_forward: v_bias.shape\[0\] must be 8 \(embed_dim\), got 7"):
+        K.mha_forward(query, key, value, **bad, num_heads=2)
+    with pytest.raises(ValueError, match=r"mha_forward: value.shape\[1\] must be 4 \(key.shape\[1\], the keys\), got 3"):
+        K.mha_forward(query, key, value[:, :3], **w, num_heads=2)
+    with pytest.raises(TypeError, match="mha_forward: mask must have dtype bool or float64 .the dtype of query., got int32"):
+        K.mha_forward(query, key, value, **w, num_heads=2, mask=np.ones((3, 4), np.int32))
+    with pytest.raises(ValueError, match=r"mha_forward: mask.shape\[1\] must be 2 \(heads\) or 1"):
+        K.mha_forward(query, key, value, **w, num_heads=2, mask=np.ones((2, 4, 3, 4), bool))
+    with pytest.raises(TypeError, match="mha_forward: out_weight must have dtype float64, got float32"):
+        K.mha_forward(query, key, value, **dict(w, out_weight=w["out_weight"].astype(np.float32)), num_heads=2)
+    with pytest.raises(TypeError, match="mha_forward: q_weight is required, got None"):
+        K.mha_forward(query, key, value, **dict(w, q_weight=None), num_heads=2)
+    packed = dict(w, q_weight=None, k_weight=None, v_weight=None)
+    with pytest.raises(ValueError, match=r"mha_forward: in_proj_weight must have shape \(3 \* embed_dim = 24, embed_dim\), got \(16, 8\)"):
+        K.mha_forward(query, key, value, **packed, num_heads=2, in_proj_weight=np.zeros((16, 8)))
+    with pytest.raises(ValueError, match="mha_forward: give either in_proj_weight or the separate"):
+        K.mha_forward(query, key, value, **w, num_heads=2, in_proj_weight=np.zeros((24, 8)))
+    out, saved = K.mha_forward(query, key, value, **w, num_heads=2)
+    with pytest.raises(ValueError, match=r"mha_backward: probs.shape\[3\] must be 4 \(its shape in mha_forward\), got 3"):
+        K.mha_backward(out, query, key, value, **w, num_heads=2, saved=saved._replace(probs=saved.probs[..., :3]))
+    with pytest.raises(ValueError, match=r"mha_backward: dout.shape\[2\] must be 8"):
+        K.mha_backward(out[..., :4], query, key, value, **w, num_heads=2, saved=saved)
+
+
+def test_mha_empty_and_nan(rng):
+    w = mha_weights(rng)
+    query, key, value = mha_inputs(rng, Tk=0)
+    out, saved = K.mha_forward(query, key, value, **w, num_heads=2)
+    np.testing.assert_allclose(out, np.broadcast_to(w["out_bias"], out.shape), **F64)
+    g = K.mha_backward(np.ones(out.shape), query, key, value, **w, num_heads=2, saved=saved)
+    assert (g.query == 0).all() and g.key.shape == (2, 0, 6)
+    query, key, value = mha_inputs(rng, B=0)
+    assert K.mha_forward(query, key, value, **w, num_heads=2)[0].shape == (0, 3, 8)
+    query, key, value = mha_inputs(rng)
+    key[0, 1, 0] = np.nan
+    out, _ = K.mha_forward(query, key, value, **w, num_heads=2)
+    assert np.isnan(out[0]).all() and np.isfinite(out[1]).all()
+
+
+# ---- positional encoding ------------------------------------------------------
+
+@pytest.mark.parametrize("d_model", [1, 6, 7])
+def test_positional_encoding_formula(d_model):
+    pe = K.positional_encoding(20, d_model, np.float64)
+    pos = np.arange(20)[:, None].astype(np.float64)
+    ref = np.zeros((20, d_model))
+    for c in range(d_model):
+        angle = pos[:, 0] / 10000 ** ((c - c % 2) / d_model)
+        ref[:, c] = np.sin(angle) if c % 2 == 0 else np.cos(angle)
+    np.testing.assert_allclose(pe, ref, rtol=1e-13, atol=1e-15)
+    pe32 = K.positional_encoding(20, d_model)
+    assert pe32.dtype == np.float32
+    np.testing.assert_array_equal(pe32, pe.astype(np.float32))
+
+
+def test_positional_encoding_matches_torch_tutorial_formula():
+    torch = pytest.importorskip("torch")
+    import math
+    d_model, max_len = 16, 50
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    position = torch.arange(0, max_len, dtype=torch.float64).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    np.testing.assert_allclose(K.positional_encoding(max_len, d_model, np.float64), pe.numpy(),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_positional_encoding_bad_input():
+    assert K.positional_encoding(0, 4).shape == (0, 4)
+    assert K.positional_encoding(3, 0).shape == (3, 0)
+    with pytest.raises(ValueError, match="positional_encoding: max_len must be >= 0, got -1"):
+        K.positional_encoding(-1, 4)
+    with pytest.raises(TypeError, match="positional_encoding: dtype must be float32 or float64, got int64"):
+        K.positional_encoding(3, 4, np.int64)
+
+
+def test_huge_mask_shape_mismatch_does_not_crash():
+    r = run_isolated("""
+        import numpy as np, ctransformer.kernels as K
+        q = np.zeros((1, 1, 2, 3)); k = np.zeros((1, 1, 4, 3))
+        try:
+            K.sdpa_forward(q, k, k, mask=np.zeros((1, 1, 1, 1 << 20), bool))
+        except ValueError as e:
+            print("ok", e)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "ok sdpa_forward: mask.shape[3] must be 4" in r.stdout

@@ -1,0 +1,263 @@
+"""cross-entropy kernels: NumPy reference, float64 gradients, torch parity
+for every option combination, edge cases (ignored rows, huge and infinite
+logits, empty), bad input."""
+import itertools
+
+import numpy as np
+import pytest
+
+import ctransformer.kernels as K
+from conftest import F32, check_grads, run_isolated
+
+REDUCTIONS = ["mean", "sum", "none"]
+
+
+def reference(x, t, ignore_index=-100, label_smoothing=0.0, reduction="mean", weight=None):
+    """torch's F.cross_entropy in float64 NumPy (finite logits)."""
+    x = x.astype(np.float64)
+    n, c = x.shape
+    m = x.max(axis=1, keepdims=True)
+    logp = x - (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True)))
+    w = np.ones(c) if weight is None else weight.astype(np.float64)
+    keep = t != ignore_index
+    tt = np.where(keep, t, 0)
+    nll = np.where(keep, -w[tt] * logp[np.arange(n), tt], 0.0)
+    smooth = np.where(keep, -(logp * w).sum(axis=1), 0.0)
+    rows = (1 - label_smoothing) * nll + label_smoothing / c * smooth
+    if reduction == "none":
+        return rows
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / w[tt][keep].sum()
+
+
+def make_case(rng, dtype, n=6, c=5, with_ignore=True, with_weight=False, ignore_index=-100):
+    x = (rng.standard_normal((n, c)) * 2).astype(dtype)
+    t = rng.integers(0, c, n)
+    if with_ignore:
+        t[[1, 4]] = ignore_index
+    w = rng.uniform(0.2, 2.0, c).astype(dtype) if with_weight else None
+    return x, t, w
+
+
+OPTIONS = list(itertools.product([False, True], [0.0, 0.15], REDUCTIONS, [False, True]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_ignore,eps,reduction,with_weight", OPTIONS)
+def test_forward_matches_numpy(rng, dtype, with_ignore, eps, reduction, with_weight):
+    x, t, w = make_case(rng, dtype, with_ignore=with_ignore, with_weight=with_weight)
+    loss, lse = K.cross_entropy_forward(x, t, -100, eps, reduction, w)
+    assert loss.dtype == dtype and lse.dtype == np.float64 and lse.shape == (6,)
+    assert loss.shape == ((6,) if reduction == "none" else ())
+    tol = F32 if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(loss, reference(x, t, -100, eps, reduction, w), **tol)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(lse, np.log(np.exp(x64).sum(axis=1)), **tol)
+
+
+@pytest.mark.parametrize("with_ignore,eps,reduction,with_weight", OPTIONS)
+def test_gradients_float64(rng, with_ignore, eps, reduction, with_weight):
+    x, t, w = make_case(rng, np.float64, n=5, c=4, with_ignore=with_ignore, with_weight=with_weight,
+                        ignore_index=7)  # a non-default ignore_index
+
+    def forward(x):
+        return K.cross_entropy_forward(x, t, 7, eps, reduction, w)[0]
+
+    def grads(dout, x):
+        lse = K.cross_entropy_forward(x, t, 7, eps, reduction, w)[1]
+        return dict(x=K.cross_entropy_backward(np.asarray(dout), x, t, lse, 7, eps, reduction, w))
+
+    check_grads(forward, grads, dict(x=x), ["x"])
+
+
+def torch_loss(torch, x, t, ignore_index, eps, reduction, w):
+    xt = torch.tensor(x, requires_grad=True)
+    wt = None if w is None else torch.tensor(w)
+    loss = torch.nn.functional.cross_entropy(xt, torch.tensor(t), weight=wt, ignore_index=ignore_index,
+                                             reduction=reduction, label_smoothing=eps)
+    return xt, loss
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_ignore,eps,reduction,with_weight", OPTIONS)
+def test_torch_parity(rng, dtype, with_ignore, eps, reduction, with_weight):
+    torch = pytest.importorskip("torch")
+    x, t, w = make_case(rng, dtype, n=8, c=7, with_ignore=with_ignore, with_weight=with_weight,
+                        ignore_index=3)
+    xt, lt = torch_loss(torch, x, t, 3, eps, reduction, w)
+    dloss = rng.standard_normal(lt.shape).astype(dtype)
+    lt.backward(torch.tensor(dloss))
+    loss, lse = K.cross_entropy_forward(x, t, 3, eps, reduction, w)
+    dx = K.cross_entropy_backward(np.asarray(dloss), x, t, lse, 3, eps, reduction, w)
+    tol = F32 if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(loss, lt.detach().numpy(), **tol)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), **tol)
+
+
+@pytest.mark.parametrize("scale", [1e4, 1e30])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_huge_logits_match_torch(rng, scale, eps):
+    torch = pytest.importorskip("torch")
+    # rows of huge logits whose top entries differ by O(1): the softmax is not one-hot
+    spread = 2.0 if scale < 1e6 else scale  # O(1) spread: a softmax far from one-hot
+    x = (scale + rng.standard_normal((4, 6)) * spread).astype(np.float32)
+    t = np.array([0, 5, 2, 3])
+    xt, lt = torch_loss(torch, x, t, -100, eps, "sum", None)
+    lt.backward()
+    loss, lse = K.cross_entropy_forward(x, t, label_smoothing=eps, reduction="sum")
+    dx = K.cross_entropy_backward(np.array(1.0, np.float32), x, t, lse, label_smoothing=eps, reduction="sum")
+    assert np.isfinite(loss) and np.isfinite(dx).all()
+    np.testing.assert_allclose(loss, lt.detach().numpy(), rtol=2e-4)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), **F32)
+
+
+def test_all_ignored_matches_torch(rng):
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    t = np.full(3, -100)
+    for eps, w in [(0.0, None), (0.1, None), (0.1, np.ones(4, np.float32))]:
+        xt, lt = torch_loss(torch, x, t, -100, eps, "mean", w)
+        lt.backward()
+        loss, lse = K.cross_entropy_forward(x, t, label_smoothing=eps, weight=w)
+        assert np.isnan(lt.item()) and np.isnan(loss)
+        dx = K.cross_entropy_backward(np.array(1.0, np.float32), x, t, lse, label_smoothing=eps, weight=w)
+        np.testing.assert_array_equal(dx, xt.grad.numpy())
+        np.testing.assert_array_equal(dx, 0)
+        assert K.cross_entropy_forward(x, t, reduction="sum", label_smoothing=eps)[0] == 0
+
+
+def test_infinite_logits(rng):
+    torch = pytest.importorskip("torch")
+    ninf = -np.inf
+    # a -inf logit away from the target: finite nll, infinite smoothing term (torch too)
+    x = np.array([[ninf, 0.0, 1.0, 2.0], [0.5, ninf, ninf, 1.0]], np.float32)
+    t = np.array([2, 3])
+    for eps in [0.0, 0.1]:
+        xt, lt = torch_loss(torch, x, t, -100, eps, "none", None)
+        lt.sum().backward()
+        loss, lse = K.cross_entropy_forward(x, t, label_smoothing=eps, reduction="none")
+        np.testing.assert_allclose(loss, lt.detach().numpy(), **F32)
+        dx = K.cross_entropy_backward(np.ones(2, np.float32), x, t, lse, label_smoothing=eps, reduction="none")
+        np.testing.assert_allclose(dx, xt.grad.numpy(), **F32)
+    # an all -inf row: NaN loss when used (as torch), no crash; lse is -inf
+    x = np.array([[ninf] * 4, [1.0, 2.0, 3.0, 4.0]])
+    loss, lse = K.cross_entropy_forward(x, np.array([0, 1]), reduction="none")
+    assert np.isnan(loss[0]) and np.isfinite(loss[1]) and lse[0] == -np.inf
+    # ... and ignored: it contributes nothing, and its gradient is 0 (torch gives NaN
+    # there, an artefact of its log-softmax backward; the loss does not depend on the row)
+    t = np.array([-100, 1])
+    loss, lse = K.cross_entropy_forward(x, t)
+    np.testing.assert_allclose(loss, reference(x[1:], t[1:]), rtol=1e-12)
+    dx = K.cross_entropy_backward(np.array(1.0), x, t, lse)
+    np.testing.assert_array_equal(dx[0], 0)
+    assert np.isfinite(dx[1]).all()
+
+
+def test_nan_propagates(rng):
+    x = rng.standard_normal((3, 4))
+    x[1, 2] = np.nan
+    t = np.array([0, 1, 2])
+    loss, lse = K.cross_entropy_forward(x, t, reduction="none")
+    assert np.isnan(loss[1]) and np.isnan(lse[1]) and np.isfinite(loss[[0, 2]]).all()
+    dx = K.cross_entropy_backward(np.ones(3), x, t, lse, reduction="none")
+    assert np.isnan(dx[1]).all() and np.isfinite(dx[[0, 2]]).all()
+    assert np.isnan(K.cross_entropy_forward(x, t)[0])
+
+
+def test_empty():
+    x = np.zeros((0, 4), np.float32)
+    t = np.zeros(0, np.int64)
+    assert np.isnan(K.cross_entropy_forward(x, t)[0])
+    assert K.cross_entropy_forward(x, t, reduction="sum")[0] == 0
+    loss, lse = K.cross_entropy_forward(x, t, reduction="none")
+    assert loss.shape == (0,) and lse.shape == (0,)
+    assert K.cross_entropy_backward(np.array(1.0, np.float32), x, t, lse).shape == (0, 4)
+
+
+def test_backward_accumulates_and_reads_views(rng):
+    x = rng.standard_normal((8, 5))
+    view = x.T[::-1]  # (5, 8), non-contiguous, negative stride
+    t = rng.integers(0, 8, 5).astype(np.int32)
+    t[2] = -100
+    loss, lse = K.cross_entropy_forward(view, t, label_smoothing=0.2)
+    np.testing.assert_allclose(loss, reference(np.ascontiguousarray(view), t, label_smoothing=0.2), rtol=1e-12)
+    d0 = K.cross_entropy_backward(np.array(2.0), view, t, lse, label_smoothing=0.2)
+    acc = np.ones((5, 8))
+    out = K.cross_entropy_backward(np.array(2.0), view, t, lse, label_smoothing=0.2, dlogits=acc)
+    assert out is acc
+    np.testing.assert_allclose(acc, d0 + 1, rtol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.uint64])
+def test_any_integer_target_dtype(rng, dtype):
+    x = rng.standard_normal((4, 5))
+    t = np.array([0, 4, 2, 1], dtype)
+    np.testing.assert_allclose(K.cross_entropy_forward(x, t)[0], reference(x, t.astype(np.int64)), rtol=1e-12)
+
+
+def test_bad_input(rng):
+    x = rng.standard_normal((3, 4))
+    t = np.array([0, 1, 2])
+    f = K.cross_entropy_forward
+    with pytest.raises(IndexError, match=r"cross_entropy_forward: targets\[1\] = 4 is out of range; "
+                                         r"expected 0 <= id < 4 or the ignore index"):
+        f(x, np.array([0, 4, 1]))
+    with pytest.raises(IndexError, match=r"targets\[2\] = -1 is out of range"):
+        f(x, np.array([0, 1, -1]))
+    with pytest.raises(IndexError, match=r"targets\[0\] = -100 is out of range"):
+        f(x, np.array([-100, 1, 1]), ignore_index=0)
+    with pytest.raises(TypeError, match="cross_entropy_forward: targets must have dtype an integer dtype, got float64"):
+        f(x, t.astype(np.float64))
+    with pytest.raises(TypeError, match="cross_entropy_forward: logits must have dtype float32 or float64, got int64"):
+        f(x.astype(np.int64), t)
+    with pytest.raises(ValueError, match="cross_entropy_forward: logits must have 2 dimensions, got 3"):
+        f(x[None], t)
+    with pytest.raises(ValueError, match=r"cross_entropy_forward: targets.shape\[0\] must be 3 \(logits.shape\[0\]\), got 2"):
+        f(x, t[:2])
+    with pytest.raises(ValueError, match=r"cross_entropy_forward: weight.shape\[0\] must be 4 \(logits.shape\[1\]\), got 3"):
+        f(x, t, weight=np.ones(3))
+    with pytest.raises(TypeError, match="cross_entropy_forward: weight must have dtype float64, got float32"):
+        f(x, t, weight=np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="cross_entropy_forward: reduction must be 'none', 'mean' or 'sum', got 'avg'"):
+        f(x, t, reduction="avg")
+    with pytest.raises(ValueError, match=r"cross_entropy_forward: label_smoothing must be in \[0, 1\], got 1.5"):
+        f(x, t, label_smoothing=1.5)
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\], got nan"):
+        f(x, t, label_smoothing=float("nan"))
+    with pytest.raises(TypeError, match="cross_entropy_forward: logits must be a numpy.ndarray, got list"):
+        f(x.tolist(), t)
+    loss, lse = f(x, t)
+    b = K.cross_entropy_backward
+    with pytest.raises(TypeError, match="cross_entropy_backward: lse must have dtype float64, got float32"):
+        b(np.array(1.0), x, t, lse.astype(np.float32))
+    with pytest.raises(ValueError, match=r"cross_entropy_backward: lse.shape\[0\] must be 3"):
+        b(np.array(1.0), x, t, lse[:2])
+    with pytest.raises(ValueError, match="cross_entropy_backward: dloss must have 0 dimensions, got 1"):
+        b(np.ones(3), x, t, lse)
+    with pytest.raises(ValueError, match="cross_entropy_backward: dloss must have 1 dimensions, got 0"):
+        b(np.array(1.0), x, t, lse, reduction="none")
+    with pytest.raises(ValueError, match=r"cross_entropy_backward: dloss.shape\[0\] must be 3"):
+        b(np.ones(2), x, t, lse, reduction="none")
+    with pytest.raises(TypeError, match="cross_entropy_backward: dloss must have dtype float64, got float32"):
+        b(np.array(1.0, np.float32), x, t, lse)
+    with pytest.raises(ValueError, match="cross_entropy_backward: dlogits is updated in place"):
+        b(np.array(1.0), x, t, lse, dlogits=np.zeros((4, 3)).T)
+    with pytest.raises(ValueError, match=r"cross_entropy_backward: dlogits must have shape \(3, 4\), got \(3, 5\)"):
+        b(np.array(1.0), x, t, lse, dlogits=np.zeros((3, 5)))
+    with pytest.raises(IndexError, match=r"cross_entropy_backward: targets\[2\] = 9 is out of range"):
+        b(np.array(1.0), x, np.array([0, 1, 9]), lse)
+
+
+def test_out_of_range_target_does_not_crash():
+    r = run_isolated("""
+        import numpy as np, ctransformer.kernels as K
+        x = np.zeros((2, 3), np.float32)
+        for t in ([0, 2**40], [0, -2**62]):
+            try:
+                K.cross_entropy_backward(np.array(1.0, np.float32), x, np.array(t), np.zeros(2))
+            except IndexError as e:
+                print("ok", e)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("ok cross_entropy_backward: targets[1]") == 2

@@ -1,0 +1,159 @@
+"""dropout kernels: counter-based mask (reproducible, splittable), keep rate,
+scaling, gradients, torch statistics, bad input."""
+import numpy as np
+import pytest
+
+import ctransformer.kernels as K
+from conftest import F64, check_grads
+
+
+def within_sigmas(rate, expected, n, sigmas=5.0):
+    """|rate - expected| within `sigmas` binomial standard deviations."""
+    return abs(rate - expected) <= sigmas * np.sqrt(expected * (1 - expected) / n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_forward_scales_kept_and_zeroes_dropped(rng, dtype):
+    x = rng.standard_normal((8, 33)).astype(dtype)
+    out, mask = K.dropout_forward(x, 0.3, seed=7)
+    assert mask.dtype == np.bool_ and mask.shape == x.shape and out.dtype == dtype
+    np.testing.assert_array_equal(out[~mask], 0)
+    np.testing.assert_allclose(out[mask], x[mask] * dtype(1 / 0.7), rtol=1e-6 if dtype == np.float32 else 1e-15)
+
+
+def test_same_seed_and_offset_same_mask_different_seed_differs():
+    x = np.ones(4096)
+    _, m1 = K.dropout_forward(x, 0.5, seed=123, offset=10)
+    _, m2 = K.dropout_forward(x, 0.5, seed=123, offset=10)
+    np.testing.assert_array_equal(m1, m2)
+    _, other_seed = K.dropout_forward(x, 0.5, seed=124, offset=10)
+    _, other_offset = K.dropout_forward(x, 0.5, seed=123, offset=11)
+    for other in (other_seed, other_offset):
+        # independent masks agree on about half the elements
+        assert within_sigmas(np.mean(other == m1), 0.5, x.size)
+
+
+def test_counter_property_halves_concatenate():
+    x = np.ones((6, 50), np.float32)
+    _, whole = K.dropout_forward(x, 0.4, seed=99, offset=1000)
+    _, top = K.dropout_forward(x[:3], 0.4, seed=99, offset=1000)
+    _, bottom = K.dropout_forward(x[3:], 0.4, seed=99, offset=1000 + 150)
+    np.testing.assert_array_equal(whole, np.concatenate([top, bottom]))
+    # the same holds element by element along the flat order
+    _, flat = K.dropout_forward(x.reshape(-1), 0.4, seed=99, offset=1000)
+    np.testing.assert_array_equal(flat.reshape(6, 50), whole)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_keep_rate_is_one_minus_p(p):
+    n = 100_000
+    out, mask = K.dropout_forward(np.ones(n, np.float32), p, seed=2024)
+    assert within_sigmas(mask.mean(), 1 - p, n)
+    # each half separately too (no drift along the counter)
+    assert within_sigmas(mask[: n // 2].mean(), 1 - p, n // 2)
+    assert within_sigmas(mask[n // 2:].mean(), 1 - p, n // 2)
+    # inverted dropout keeps the expectation
+    assert abs(out.mean() - 1) <= 5 * np.sqrt(p / (1 - p) / n)
+
+
+def test_neighbouring_elements_are_uncorrelated():
+    n = 100_000
+    _, mask = K.dropout_forward(np.ones(n), 0.5, seed=5)
+    both = np.mean(mask[1:] & mask[:-1])
+    assert within_sigmas(both, 0.25, n - 1)
+
+
+def test_p_zero_and_one(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    out, mask = K.dropout_forward(x, 0.0, seed=1)
+    np.testing.assert_array_equal(out, x)
+    assert out is not x and not np.shares_memory(out, x)
+    assert mask.all()
+    out, mask = K.dropout_forward(x, 1.0, seed=1)
+    np.testing.assert_array_equal(out, 0)
+    assert not mask.any()
+    np.testing.assert_array_equal(K.dropout_backward(np.ones_like(x), mask, 1.0), 0)
+
+
+def test_nan_stays_nan():
+    x = np.array([np.nan] * 64 + [1.0])
+    out, mask = K.dropout_forward(x, 0.5, seed=3)
+    assert np.isnan(out[:64]).all() and not mask[:64].all() and mask[:64].any()
+    assert np.isnan(K.dropout_forward(x, 1.0, seed=3)[0][:64]).all()
+
+
+def test_gradients_float64(rng):
+    inputs = dict(x=rng.standard_normal((5, 7)))
+
+    def grads(dout, x):
+        _, mask = K.dropout_forward(x, 0.25, seed=11, offset=3)
+        return dict(x=K.dropout_backward(dout, mask, 0.25))
+
+    check_grads(lambda x: K.dropout_forward(x, 0.25, seed=11, offset=3), grads, inputs, ["x"])
+
+
+def test_backward_matches_formula_and_accumulates(rng):
+    dout = rng.standard_normal((4, 5))
+    _, mask = K.dropout_forward(np.ones((4, 5)), 0.2, seed=0)
+    fresh = K.dropout_backward(dout, mask, 0.2)
+    np.testing.assert_allclose(fresh, dout * mask / 0.8, **F64)
+    acc = np.full((4, 5), 3.0)
+    assert K.dropout_backward(dout, mask, 0.2, dinp=acc) is acc
+    np.testing.assert_allclose(acc, fresh + 3, **F64)
+
+
+def test_torch_statistics(rng):
+    torch = pytest.importorskip("torch")
+    n, p = 50_000, 0.35
+    x = np.ones(n, np.float32)
+    torch.manual_seed(0)
+    t_out = torch.nn.functional.dropout(torch.tensor(x), p=p, training=True).numpy()
+    out, mask = K.dropout_forward(x, p, seed=0)
+    # the same two output values (0 and 1/(1-p) in float32) ...
+    np.testing.assert_array_equal(np.unique(out), np.unique(t_out))
+    # ... in proportions that agree within binomial noise
+    assert abs(mask.mean() - np.mean(t_out != 0)) <= 5 * np.sqrt(2 * p * (1 - p) / n)
+
+
+def test_views_and_empty(rng):
+    base = rng.standard_normal((10, 12))
+    view = base[::-2, ::3]  # (5, 4), non-contiguous, negative stride
+    out, mask = K.dropout_forward(view, 0.5, seed=8)
+    _, ref_mask = K.dropout_forward(np.ascontiguousarray(view), 0.5, seed=8)
+    np.testing.assert_array_equal(mask, ref_mask)
+    np.testing.assert_allclose(out, view * mask * 2, **F64)
+    dview = rng.standard_normal((5, 8))[:, ::-2]
+    np.testing.assert_allclose(K.dropout_backward(dview, mask[::-1][::-1], 0.5), dview * mask * 2, **F64)
+    out, mask = K.dropout_forward(np.zeros((0, 3), np.float32), 0.5, seed=1)
+    assert out.shape == (0, 3) and mask.shape == (0, 3)
+    assert K.dropout_backward(out, mask, 0.5).shape == (0, 3)
+    out, mask = K.dropout_forward(np.array(2.0), 0.0, seed=1)
+    assert out.shape == () and out == 2.0 and mask
+
+
+def test_bad_input(rng):
+    x = rng.standard_normal((3, 4))
+    for p in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"dropout_forward: p must be in \[0, 1\], got"):
+            K.dropout_forward(x, p, seed=0)
+    with pytest.raises(ValueError, match=r"dropout_backward: p must be in \[0, 1\], got 2.0"):
+        K.dropout_backward(x, np.ones((3, 4), bool), 2.0)
+    with pytest.raises(ValueError, match=r"dropout_forward: seed must be in \[0, 2\*\*64\), got -1"):
+        K.dropout_forward(x, 0.5, seed=-1)
+    with pytest.raises(ValueError, match=r"dropout_forward: offset must be in \[0, 2\*\*64\), got 18446744073709551616"):
+        K.dropout_forward(x, 0.5, seed=0, offset=2 ** 64)
+    with pytest.raises(TypeError, match="dropout_forward: seed must be an int, got float"):
+        K.dropout_forward(x, 0.5, seed=1.5)
+    K.dropout_forward(x, 0.5, seed=np.uint64(2 ** 64 - 1), offset=np.int32(5))  # NumPy ints are fine
+    with pytest.raises(TypeError, match="dropout_forward: x must have dtype float32 or float64, got int64"):
+        K.dropout_forward(np.arange(3), 0.5, seed=0)
+    with pytest.raises(TypeError, match="dropout_backward: mask must have dtype bool, got uint8"):
+        K.dropout_backward(x, np.ones((3, 4), np.uint8), 0.5)
+    with pytest.raises(ValueError, match=r"dropout_backward: mask.shape\[1\] must be 4 \(dout's shape\), got 5"):
+        K.dropout_backward(x, np.ones((3, 5), bool), 0.5)
+    with pytest.raises(ValueError, match="dropout_backward: mask must have 2 dimensions, got 1"):
+        K.dropout_backward(x, np.ones(12, bool), 0.5)
+    with pytest.raises(TypeError, match="dropout_backward: dinp must have dtype float64, got float32"):
+        K.dropout_backward(x, np.ones((3, 4), bool), 0.5, dinp=np.zeros((3, 4), np.float32))
+    with pytest.raises(ValueError, match="dropout_backward: dinp is updated in place"):
+        K.dropout_backward(x, np.ones((3, 4), bool), 0.5, dinp=np.zeros((4, 3)).T)

@@ -1,0 +1,147 @@
+"""softmax and log_softmax kernels (last axis): NumPy reference, float64
+gradients, torch parity, stability and special rows, bad input."""
+import numpy as np
+import pytest
+
+import ctransformer.kernels as K
+from conftest import F32, F64, check_grads
+
+FORWARD = dict(softmax=K.softmax_forward, log_softmax=K.log_softmax_forward)
+BACKWARD = dict(softmax=K.softmax_backward, log_softmax=K.log_softmax_backward)
+NINF = -np.inf
+
+
+def reference(x, which):
+    x = x.astype(np.float64)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    log_sum = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return np.exp(shifted - log_sum) if which == "softmax" else shifted - log_sum
+
+
+@pytest.mark.parametrize("which", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(5,), (3, 7), (2, 3, 4)])
+def test_forward_matches_numpy(rng, which, dtype, shape):
+    x = (3 * rng.standard_normal(shape)).astype(dtype)
+    y = FORWARD[which](x)
+    assert y.dtype == dtype and y.shape == shape
+    np.testing.assert_allclose(y, reference(x, which), **(F32 if dtype == np.float32 else F64))
+
+
+@pytest.mark.parametrize("which", ["softmax", "log_softmax"])
+def test_gradients_float64(rng, which):
+    inputs = dict(x=rng.standard_normal((2, 3, 5)))
+
+    def grads(dout, x):
+        return dict(x=BACKWARD[which](dout, FORWARD[which](x)))
+
+    check_grads(FORWARD[which], grads, inputs, ["x"])
+
+
+@pytest.mark.parametrize("which", ["softmax", "log_softmax"])
+def test_backward_accumulates(rng, which):
+    x, dout = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    y = FORWARD[which](x)
+    fresh = BACKWARD[which](dout, y)
+    acc = np.full((4, 6), -2.0)
+    assert BACKWARD[which](dout, y, dinp=acc) is acc
+    np.testing.assert_allclose(acc, fresh - 2, **F64)
+
+
+@pytest.mark.parametrize("which", ["softmax", "log_softmax"])
+def test_torch_parity(rng, which):
+    torch = pytest.importorskip("torch")
+    fn = getattr(torch.nn.functional, which)
+    x = (4 * rng.standard_normal((5, 3, 11))).astype(np.float32)
+    x[0, 0, :4] = NINF  # a partially masked row, as attention masks make
+    dout = rng.standard_normal(x.shape).astype(np.float32)
+    xt = torch.tensor(x, requires_grad=True)
+    yt = fn(xt, dim=-1)
+    yt.backward(torch.tensor(dout))
+    y = FORWARD[which](x)
+    np.testing.assert_allclose(y, yt.detach().numpy(), **F32)
+    np.testing.assert_allclose(BACKWARD[which](dout, y), xt.grad.numpy(), **F32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stable_for_huge_inputs(dtype):
+    x = np.array([[1e30, -1e30, 0.0], [1e30, 1e30, -1e30], [-1e30, -1e30, -1e30]], dtype)
+    np.testing.assert_array_equal(K.softmax_forward(x), [[1, 0, 0], [0.5, 0.5, 0], [1 / 3, 1 / 3, 1 / 3]]
+                                  if dtype == np.float64 else
+                                  np.array([[1, 0, 0], [0.5, 0.5, 0], [1 / 3] * 3], np.float32))
+    np.testing.assert_allclose(K.log_softmax_forward(x),
+                               [[0, -2e30, -1e30], [-np.log(2), -np.log(2), -2e30], [-np.log(3)] * 3],
+                               rtol=1e-6)
+    shifted = np.array([[1e4 + 1, 1e4 + 2, 1e4 + 3]], dtype)
+    np.testing.assert_allclose(K.softmax_forward(shifted), reference(np.array([[1.0, 2, 3]]), "softmax"),
+                               **(F32 if dtype == np.float32 else F64))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_all_neg_inf_row_gives_zeros_and_zero_gradient(rng, dtype):
+    x = rng.standard_normal((3, 4)).astype(dtype)
+    x[1] = NINF
+    dout = rng.standard_normal((3, 4)).astype(dtype)
+    y = K.softmax_forward(x)
+    np.testing.assert_array_equal(y[1], 0)
+    np.testing.assert_allclose(y[[0, 2]], reference(x[[0, 2]], "softmax"), **F32)
+    dx = K.softmax_backward(dout, y)
+    np.testing.assert_array_equal(dx[1], 0)
+    ly = K.log_softmax_forward(x)
+    np.testing.assert_array_equal(ly[1], NINF)
+    ldx = K.log_softmax_backward(dout, ly)
+    np.testing.assert_array_equal(ldx[1], 0)
+    assert np.isfinite(dx).all() and np.isfinite(ldx).all()
+
+
+def test_partially_masked_row_gradient_is_finite(rng):
+    x = np.array([[NINF, 0.5, NINF, -1.0]])
+    dout = rng.standard_normal((1, 4))
+    y, ly = K.softmax_forward(x), K.log_softmax_forward(x)
+    np.testing.assert_array_equal(y[0, [0, 2]], 0)
+    np.testing.assert_allclose(y[0, [1, 3]], reference(x[:, [1, 3]], "softmax")[0], **F64)
+    np.testing.assert_array_equal(ly[0, [0, 2]], NINF)
+    assert np.isfinite(K.softmax_backward(dout, y)).all()
+    assert np.isfinite(K.log_softmax_backward(dout, ly)).all()
+
+
+@pytest.mark.parametrize("which", ["softmax", "log_softmax"])
+def test_nan_row_is_nan(which):
+    x = np.array([[1.0, np.nan, 2.0], [np.nan, NINF, NINF], [NINF, NINF, np.nan], [0.0, 1.0, 2.0]], np.float32)
+    y = FORWARD[which](x)
+    assert np.isnan(y[:3]).all()
+    np.testing.assert_allclose(y[3], reference(x[3], which), **F32)
+
+
+@pytest.mark.parametrize("which", ["softmax", "log_softmax"])
+def test_views_empty_and_1d(rng, which):
+    base = rng.standard_normal((6, 8))
+    view = base[::-1, ::2].T  # non-contiguous, negative stride
+    y = FORWARD[which](view)
+    np.testing.assert_allclose(y, reference(view, which), **F64)
+    dview = rng.standard_normal((12, 6))[::-3, ::-1]
+    want = BACKWARD[which](np.ascontiguousarray(dview), np.ascontiguousarray(y))
+    np.testing.assert_allclose(BACKWARD[which](dview, y.T.copy().T), want, **F64)
+    for shape in [(0, 5), (3, 0), (0,)]:
+        empty = np.zeros(shape, np.float32)
+        assert FORWARD[which](empty).shape == shape
+        assert BACKWARD[which](empty, empty).shape == shape
+    np.testing.assert_allclose(FORWARD[which](np.array([7.0])), [1.0 if which == "softmax" else 0.0])
+
+
+@pytest.mark.parametrize("which", ["softmax", "log_softmax"])
+def test_bad_input(rng, which):
+    f, b = f"{which}_forward", f"{which}_backward"
+    x = rng.standard_normal((3, 4))
+    with pytest.raises(TypeError, match=f"{f}: x must have dtype float32 or float64, got int32"):
+        FORWARD[which](np.zeros((2, 2), np.int32))
+    with pytest.raises(ValueError, match=f"{f}: x must have at least 1 dimensions, got 0"):
+        FORWARD[which](np.array(1.0))
+    with pytest.raises(TypeError, match=f"{b}: dout must have dtype float64, got float32"):
+        BACKWARD[which](x.astype(np.float32), x)
+    with pytest.raises(ValueError, match=rf"{b}: dout.shape\[1\] must be 4 \(y's shape\), got 3"):
+        BACKWARD[which](np.ones((3, 3)), x)
+    with pytest.raises(ValueError, match=f"{b}: dout must have 2 dimensions, got 3"):
+        BACKWARD[which](np.ones((1, 3, 4)), x)
+    with pytest.raises(ValueError, match=f"{b}: dinp is updated in place"):
+        BACKWARD[which](x, x, dinp=np.zeros((4, 3)).T)
