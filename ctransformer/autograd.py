@@ -99,7 +99,7 @@ class Node:
         for e in self.edges:
             if e is None:
                 out.append((None, 0))
-            elif type(e) is Node:
+            elif isinstance(e, Node):
                 out.append((e, 0))
             elif type(e) is tuple:
                 out.append(e)
@@ -187,10 +187,9 @@ def _count_dependencies(root: Node) -> list:
         for e in pop().edges:
             if e is None:
                 continue
-            te = type(e)
-            if te is tuple:
+            if type(e) is tuple:
                 e = e[0]
-            elif te is not Node:
+            elif not isinstance(e, Node):
                 continue
             if e.mark is mark:
                 e.deps += 1
@@ -258,8 +257,7 @@ def run_backward(root, grad: np.ndarray) -> None:
             for e, pg in zip(edges, grads):
                 if e is None:
                     continue
-                te = type(e)
-                if te is Node_:
+                if isinstance(e, Node_):
                     if pg is not None:
                         dt = e.dtype
                         if pg.dtype is not dt and pg.dtype != dt:
@@ -269,7 +267,7 @@ def run_backward(root, grad: np.ndarray) -> None:
                     e.deps -= 1
                     if not e.deps:
                         push(e)
-                elif te is tuple_:
+                elif type(e) is tuple_:
                     n = e[0]
                     if pg is not None:
                         _deliver_multi(n, e[1], pg)

@@ -1528,9 +1528,14 @@ def _unary(x: Tensor, out: np.ndarray, backward, name: str) -> Tensor:
 
 
 # ---------------------------------------------------------------- binary arithmetic
+# The hot path of every model: one Tensor, one Node and one edges tuple per
+# op.  Built-in ops record a Node subclass whose slots hold exactly what the
+# gradient needs (add saves nothing, mul saves its operands) and whose
+# ``backward`` is a method: no closure and no cells per op, which keeps
+# allocation and garbage-collector work low on long recurrent graphs.
 _ADD, _SUB, _MUL, _DIV, _POW = range(5)
 _UFUNCS = (np.add, np.subtract, np.multiply, np.true_divide, np.power)
-_OPNAMES = ("Add", "Sub", "Mul", "Div", "Pow")
+_nnew = object.__new__
 
 
 def _pow_exponent_grad(g, a, b, out):
@@ -1546,36 +1551,154 @@ def _pow_base_grad(g, a, b):
         return np.where(b == 0, 0, g * b * a ** (b - 1))
 
 
-def _tt_grads(code, g, a, b, out, ra, rb):
-    """Gradients of a (op) b w.r.t. a and b, before un-broadcasting."""
-    if code == _ADD:
-        return (g if ra else None), (g if rb else None)
-    if code == _SUB:
-        return (g if ra else None), (-g if rb else None)
-    if code == _MUL:
-        return (g * b if ra else None), (g * a if rb else None)
-    if code == _DIV:
-        return (g / b if ra else None), (-g * out / b if rb else None)
-    return (_pow_base_grad(g, a, b) if ra else None), (_pow_exponent_grad(g, a, b, out) if rb else None)
+class _BinaryNode(Node):
+    """Tensor (op) Tensor.  a, b: the operands (after type promotion) when
+    the gradient needs them, out: the result; sa, sb: operand shapes."""
+
+    __slots__ = ("a", "b", "out", "sa", "sb")
+    n_out = 1
+    shapes = None
+
+    def _finish(self, ga, gb):
+        if self.sa != self.sb:
+            if ga is not None:
+                ga = _sum_to(ga, self.sa)
+            if gb is not None:
+                gb = _sum_to(gb, self.sb)
+        return ga, gb
 
 
-def _scalar_grad(code, g, a, s, out, rev):
-    """Gradient w.r.t. tensor a of (a op s), or of (s op a) when rev."""
-    if code == _ADD:
-        return g
-    if code == _SUB:
-        return -g if rev else g
-    if code == _MUL:
-        return g * s
-    if code == _DIV:
-        return -g * out / a if rev else g / s
-    if rev:  # s ** a
-        return _pow_exponent_grad(g, np.asarray(s, out.dtype), a, out)
-    if s == 2:
-        return g * 2 * a
-    if s == 0:
-        return np.zeros_like(g)
-    return g * s * a ** (s - 1)
+class _AddNode(_BinaryNode):
+    __slots__ = ()
+    op = "Add"
+
+    def backward(self, g):
+        if self.sa == self.sb:
+            return g, g
+        e = self.edges
+        return self._finish(g if e[0] is not None else None, g if e[1] is not None else None)
+
+
+class _SubNode(_BinaryNode):
+    __slots__ = ()
+    op = "Sub"
+
+    def backward(self, g):
+        e = self.edges
+        return self._finish(g if e[0] is not None else None, -g if e[1] is not None else None)
+
+
+class _MulNode(_BinaryNode):
+    __slots__ = ()
+    op = "Mul"
+
+    def backward(self, g):
+        e = self.edges
+        return self._finish(g * self.b if e[0] is not None else None, g * self.a if e[1] is not None else None)
+
+
+class _DivNode(_BinaryNode):
+    __slots__ = ()
+    op = "Div"
+
+    def backward(self, g):
+        e, b = self.edges, self.b
+        return self._finish(g / b if e[0] is not None else None, -g * self.out / b if e[1] is not None else None)
+
+
+class _PowNode(_BinaryNode):
+    __slots__ = ()
+    op = "Pow"
+
+    def backward(self, g):
+        e, a, b = self.edges, self.a, self.b
+        return self._finish(_pow_base_grad(g, a, b) if e[0] is not None else None,
+                            _pow_exponent_grad(g, a, b, self.out) if e[1] is not None else None)
+
+
+_BINARY_NODES = (_AddNode, _SubNode, _MulNode, _DivNode, _PowNode)
+
+
+class _ScalarNode(Node):
+    """Tensor (op) Python scalar s, or s (op) Tensor for the R* classes.
+    a: the tensor operand when needed, out: the result."""
+
+    __slots__ = ("s", "a", "out")
+    n_out = 1
+    shapes = None
+
+
+class _AddScalarNode(_ScalarNode):
+    __slots__ = ()
+    op = "Add"
+
+    def backward(self, g):
+        return (g,)
+
+
+class _RSubScalarNode(_ScalarNode):
+    __slots__ = ()
+    op = "Sub"
+
+    def backward(self, g):
+        return (-g,)
+
+
+class _MulScalarNode(_ScalarNode):
+    __slots__ = ()
+    op = "Mul"
+
+    def backward(self, g):
+        return (g * self.s,)
+
+
+class _DivScalarNode(_ScalarNode):
+    __slots__ = ()
+    op = "Div"
+
+    def backward(self, g):
+        return (g / self.s,)
+
+
+class _RDivScalarNode(_ScalarNode):  # s / a
+    __slots__ = ()
+    op = "Div"
+
+    def backward(self, g):
+        return (-g * self.out / self.a,)
+
+
+class _PowScalarNode(_ScalarNode):  # a ** s
+    __slots__ = ()
+    op = "Pow"
+
+    def backward(self, g):
+        s, a = self.s, self.a
+        if s == 2:
+            return (g * 2 * a,)
+        if s == 0:
+            return (np.zeros_like(g),)
+        return (g * s * a ** (s - 1),)
+
+
+class _RPowScalarNode(_ScalarNode):  # s ** a
+    __slots__ = ()
+    op = "Pow"
+
+    def backward(self, g):
+        out = self.out
+        return (_pow_exponent_grad(g, np.asarray(self.s, out.dtype), self.a, out),)
+
+
+# (forward node, reversed node) per op code
+_SCALAR_NODES = ((_AddScalarNode, _AddScalarNode), (_AddScalarNode, _RSubScalarNode),
+                 (_MulScalarNode, _MulScalarNode), (_DivScalarNode, _RDivScalarNode),
+                 (_PowScalarNode, _RPowScalarNode))
+
+
+def _bool_sub_error():
+    return RuntimeError("sub: subtraction, the `-` operator, with a bool tensor is not supported "
+                        "(use ~ or logical_not() to invert a mask)")
 
 
 def _arith(x: Tensor, other, code: int, rev: bool = False) -> Tensor:
@@ -1583,10 +1706,9 @@ def _arith(x: Tensor, other, code: int, rev: bool = False) -> Tensor:
     a = x._data
     if isinstance(other, Tensor):
         b = other._data
-        if code == _SUB and (a.dtype == bool_ or b.dtype == bool_):
-            raise RuntimeError("sub: subtraction, the `-` operator, with a bool tensor is not supported "
-                               "(use ~ or logical_not() to invert a mask)")
-        if a.dtype is not b.dtype or (code >= _DIV and a.dtype.kind not in "fc"):
+        if a.dtype is not b.dtype or a.dtype.kind not in "fc":
+            if code == _SUB and (a.dtype == bool_ or b.dtype == bool_):
+                raise _bool_sub_error()
             dt = _promote(a, b)
             if code == _DIV and dt.kind not in "fc":
                 dt = _default_dtype
@@ -1597,35 +1719,36 @@ def _arith(x: Tensor, other, code: int, rev: bool = False) -> Tensor:
         if rev:
             a, b, x, other = b, a, other, x
         out = _UFUNCS[code](a, b)
-        if _grad_enabled[0]:
-            ra, rb = x.requires_grad, other.requires_grad
-            if ra or rb:
-                sa, sb = a.shape, b.shape
-                same = sa == sb
-
-                def backward(g):
-                    ga, gb = _tt_grads(code, g, a, b, out, ra, rb)
-                    if not same:
-                        if ga is not None:
-                            ga = _sum_to(ga, sa)
-                        if gb is not None:
-                            gb = _sum_to(gb, sb)
-                    return ga, gb
-
-                t = _tnew(Tensor)
-                t._data = out
-                t.requires_grad = True
-                t.grad = None
-                t._idx = 0
-                t._node = Node((edge_of(x) if ra else None, edge_of(other) if rb else None), backward,
-                               _OPNAMES[code], out.dtype)
-                return t
         t = _tnew(Tensor)
         t._data = out
-        t.requires_grad = False
         t.grad = None
-        t._node = None
         t._idx = 0
+        if _grad_enabled[0] and (x.requires_grad or other.requires_grad):
+            n = _nnew(_BINARY_NODES[code])
+            if x.requires_grad:
+                p = x._node
+                ea = x if p is None else (p if p.n_out == 1 else (p, x._idx))
+            else:
+                ea = None
+            if other.requires_grad:
+                p = other._node
+                eb = other if p is None else (p if p.n_out == 1 else (p, other._idx))
+            else:
+                eb = None
+            n.edges = (ea, eb)
+            n.dtype = out.dtype
+            n.grad = n.mark = n.retained = None
+            n.sa = a.shape
+            n.sb = b.shape
+            if code >= _MUL:
+                n.a = a
+                n.b = b
+                n.out = out
+            t.requires_grad = True
+            t._node = n
+        else:
+            t.requires_grad = False
+            t._node = None
         return t
     # Python (or NumPy) scalar
     tp = type(other)
@@ -1639,11 +1762,12 @@ def _arith(x: Tensor, other, code: int, rev: bool = False) -> Tensor:
         else:
             return _arith(x, as_tensor(other), code, rev)
         tp = type(other)
-    if code == _SUB and a.dtype == bool_:
-        raise RuntimeError("sub: subtraction, the `-` operator, with a bool tensor is not supported "
-                           "(use ~ or logical_not() to invert a mask)")
     if a.dtype.kind not in "fc" and (tp is float or code == _DIV or (code == _POW and rev)):
+        if code == _SUB and a.dtype == bool_:
+            raise _bool_sub_error()
         a = a.astype(_default_dtype)
+    elif code == _SUB and a.dtype == bool_:
+        raise _bool_sub_error()
     out = _UFUNCS[code](other, a) if rev else _UFUNCS[code](a, other)
     if type(out) is not np.ndarray:
         out = np.asarray(out)
@@ -1652,11 +1776,17 @@ def _arith(x: Tensor, other, code: int, rev: bool = False) -> Tensor:
     t.grad = None
     t._idx = 0
     if _grad_enabled[0] and x.requires_grad:
+        n = _nnew(_SCALAR_NODES[code][rev])
+        p = x._node
+        n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
+        n.dtype = out.dtype
+        n.grad = n.mark = n.retained = None
+        n.s = other
+        if code >= _DIV:
+            n.a = a
+            n.out = out
         t.requires_grad = True
-        s = other
-        n = x._node
-        t._node = Node((x if n is None else (n if n.n_out == 1 else (n, x._idx)),),
-                       lambda g: (_scalar_grad(code, g, a, s, out, rev),), _OPNAMES[code], out.dtype)
+        t._node = n
     else:
         t.requires_grad = False
         t._node = None
@@ -1705,6 +1835,25 @@ def _untensor(data):
 
 
 # ------------------------------------------------------------------ kernel-backed ops
+class _ActivationNode(Node):
+    """relu/tanh/sigmoid/gelu: ``saved`` is the input or the output, as the
+    kernel's backward wants (K.activation_saves_output)."""
+
+    __slots__ = ("saved", "kind")
+    n_out = 1
+    shapes = None
+
+    @property
+    def op(self):
+        return self.kind.capitalize()
+
+    def backward(self, g):
+        return (_act_backward(g, self.saved, self.kind),)
+
+
+_SAVES_OUTPUT = {}
+
+
 def _activation(x: Tensor, kind: str) -> Tensor:
     """relu / tanh / sigmoid / gelu through the C activation kernel."""
     xd = x._data
@@ -1712,9 +1861,32 @@ def _activation(x: Tensor, kind: str) -> Tensor:
         if kind == "relu":
             return _wrap(np.maximum(xd, np.zeros((), xd.dtype)))
         return _activation(_wrap(xd.astype(_default_dtype)), kind)
-    out = K.activation_forward(xd, kind)
-    saved = out if K.activation_saves_output(kind) else xd
-    return _unary(x, out, lambda g: (K.activation_backward(g, saved, kind),), kind.capitalize())
+    out = _act_forward(xd, kind)
+    t = _tnew(Tensor)
+    t._data = out
+    t.grad = None
+    t._idx = 0
+    if _grad_enabled[0] and x.requires_grad:
+        n = _nnew(_ActivationNode)
+        p = x._node
+        n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
+        n.dtype = out.dtype
+        n.grad = n.mark = n.retained = None
+        saves = _SAVES_OUTPUT.get(kind)
+        if saves is None:
+            saves = _SAVES_OUTPUT[kind] = K.activation_saves_output(kind)
+        n.saved = out if saves else xd
+        n.kind = kind
+        t.requires_grad = True
+        t._node = n
+    else:
+        t.requires_grad = False
+        t._node = None
+    return t
+
+
+_act_forward = K.activation_forward
+_act_backward = K.activation_backward
 
 
 def _softmax(x: Tensor, dim: int, log: bool) -> Tensor:
