@@ -15,10 +15,12 @@ _METHODS = (
 
 
 def _wrap_fn(name):
+    method = getattr(Tensor, name)
+
     def fn(t, *args, **kwargs):
         if not isinstance(t, Tensor):
             t = tensor(t)
-        return getattr(t, name)(*args, **kwargs)
+        return method(t, *args, **kwargs)
     fn.__name__ = name
     fn.__qualname__ = name
     fn.__doc__ = f"Module-level form of ``Tensor.{name}``."

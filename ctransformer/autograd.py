@@ -157,20 +157,24 @@ def apply_op(outputs, parents: Sequence, backward: Callable, name: str = ""):
 def _accumulate_leaf(t, g: np.ndarray) -> None:
     """t.grad += g (t.grad is created as a fresh copy the first time, then
     accumulated into in place, as torch does)."""
+    cur = t.grad
+    if cur is not None:
+        buf = cur._data
+        if buf.dtype is g.dtype and buf.shape == g.shape:
+            try:
+                np.add(buf, g, out=buf)
+                return
+            except ValueError:  # a read-only grad set by the user
+                pass
     data = t._data
     if g.dtype is not data.dtype and g.dtype != data.dtype:
         g = g.astype(data.dtype)
     if g.shape != data.shape:
         g = np.broadcast_to(g, data.shape)
-    cur = t.grad
     if cur is None:
         t.grad = _wrap(np.array(g, copy=True))
-        return
-    buf = cur._data
-    if buf.shape == g.shape and buf.flags.writeable and buf.dtype == g.dtype:
-        np.add(buf, g, out=buf)
     else:
-        cur._data = buf + g
+        cur._data = cur._data + g
 
 
 def _count_dependencies(root: Node) -> list:

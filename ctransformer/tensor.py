@@ -583,49 +583,15 @@ class Tensor:
         return self._data.dtype.kind == "f"
 
     # ------------------------------------------------------------ arithmetic
-    def __add__(self, other):
-        return _arith(self, other, _ADD)
-
-    def __radd__(self, other):
-        return _arith(self, other, _ADD, True)
-
+    # __add__, __radd__, __sub__, ..., __rpow__ and their aliases (mul, div,
+    # pow, ...) are the fast functions made by _make_arith, set below the class.
     def add(self, other, alpha=1):
         return _arith(self, other if alpha == 1 else other * alpha, _ADD)
-
-    def __sub__(self, other):
-        return _arith(self, other, _SUB)
-
-    def __rsub__(self, other):
-        return _arith(self, other, _SUB, True)
 
     def sub(self, other, alpha=1):
         return _arith(self, other if alpha == 1 else other * alpha, _SUB)
 
     subtract = sub
-
-    def __mul__(self, other):
-        return _arith(self, other, _MUL)
-
-    def __rmul__(self, other):
-        return _arith(self, other, _MUL, True)
-
-    mul = multiply = __mul__
-
-    def __truediv__(self, other):
-        return _arith(self, other, _DIV)
-
-    def __rtruediv__(self, other):
-        return _arith(self, other, _DIV, True)
-
-    div = divide = true_divide = __truediv__
-
-    def __pow__(self, other):
-        return _arith(self, other, _POW)
-
-    def __rpow__(self, other):
-        return _arith(self, other, _POW, True)
-
-    pow = __pow__
 
     def __floordiv__(self, other):
         o = other._data if isinstance(other, Tensor) else other
@@ -1560,11 +1526,11 @@ class _BinaryNode(Node):
     shapes = None
 
     def _finish(self, ga, gb):
-        if self.sa != self.sb:
-            if ga is not None:
-                ga = _sum_to(ga, self.sa)
-            if gb is not None:
-                gb = _sum_to(gb, self.sb)
+        """Sum broadcast gradients back to the operand shapes."""
+        if ga is not None:
+            ga = _sum_to(ga, self.sa)
+        if gb is not None:
+            gb = _sum_to(gb, self.sb)
         return ga, gb
 
 
@@ -1585,7 +1551,8 @@ class _SubNode(_BinaryNode):
 
     def backward(self, g):
         e = self.edges
-        return self._finish(g if e[0] is not None else None, -g if e[1] is not None else None)
+        ga, gb = (g if e[0] is not None else None), (-g if e[1] is not None else None)
+        return (ga, gb) if self.sa == self.sb else self._finish(ga, gb)
 
 
 class _MulNode(_BinaryNode):
@@ -1594,7 +1561,9 @@ class _MulNode(_BinaryNode):
 
     def backward(self, g):
         e = self.edges
-        return self._finish(g * self.b if e[0] is not None else None, g * self.a if e[1] is not None else None)
+        ga = g * self.b if e[0] is not None else None
+        gb = g * self.a if e[1] is not None else None
+        return (ga, gb) if self.sa == self.sb else self._finish(ga, gb)
 
 
 class _DivNode(_BinaryNode):
@@ -1603,7 +1572,9 @@ class _DivNode(_BinaryNode):
 
     def backward(self, g):
         e, b = self.edges, self.b
-        return self._finish(g / b if e[0] is not None else None, -g * self.out / b if e[1] is not None else None)
+        ga = g / b if e[0] is not None else None
+        gb = -g * self.out / b if e[1] is not None else None
+        return (ga, gb) if self.sa == self.sb else self._finish(ga, gb)
 
 
 class _PowNode(_BinaryNode):
@@ -1701,48 +1672,98 @@ def _bool_sub_error():
                         "(use ~ or logical_not() to invert a mask)")
 
 
-def _arith(x: Tensor, other, code: int, rev: bool = False) -> Tensor:
-    """x (op) other, or other (op) x when rev; other: Tensor or Python scalar."""
-    a = x._data
-    if isinstance(other, Tensor):
-        b = other._data
-        if a.dtype is not b.dtype or a.dtype.kind not in "fc":
-            if code == _SUB and (a.dtype == bool_ or b.dtype == bool_):
+def _make_arith(code: int, rev: bool):
+    """The function computing x (op) other (or other (op) x when rev) for one
+    op code: code and rev are closure constants, so ``x + y`` costs one
+    Python call."""
+    node_tt = _BINARY_NODES[code]
+    node_scalar = _SCALAR_NODES[code][rev]
+    ufunc = _UFUNCS[code]
+    saves = code >= _MUL
+    saves_scalar = code >= _DIV
+
+    def arith(x: Tensor, other) -> Tensor:
+        a = x._data
+        if isinstance(other, Tensor):
+            b = other._data
+            if a.dtype is not b.dtype or a.dtype.kind not in "fc":
+                if code == _SUB and (a.dtype == bool_ or b.dtype == bool_):
+                    raise _bool_sub_error()
+                dt = _promote(a, b)
+                if code == _DIV and dt.kind not in "fc":
+                    dt = _default_dtype
+                if a.dtype != dt:
+                    a = a.astype(dt)
+                if b.dtype != dt:
+                    b = b.astype(dt)
+            if rev:
+                a, b, x, other = b, a, other, x
+            out = ufunc(a, b)
+            t = _tnew(Tensor)
+            t._data = out
+            t.grad = None
+            t._idx = 0
+            if _grad_enabled[0] and (x.requires_grad or other.requires_grad):
+                n = _nnew(node_tt)
+                if x.requires_grad:
+                    p = x._node
+                    ea = x if p is None else (p if p.n_out == 1 else (p, x._idx))
+                else:
+                    ea = None
+                if other.requires_grad:
+                    p = other._node
+                    eb = other if p is None else (p if p.n_out == 1 else (p, other._idx))
+                else:
+                    eb = None
+                n.edges = (ea, eb)
+                n.dtype = out.dtype
+                n.grad = n.mark = n.retained = None
+                n.sa = a.shape
+                n.sb = b.shape
+                if saves:
+                    n.a = a
+                    n.b = b
+                    n.out = out
+                t.requires_grad = True
+                t._node = n
+            else:
+                t.requires_grad = False
+                t._node = None
+            return t
+        # Python (or NumPy) scalar
+        tp = type(other)
+        if tp is not float and tp is not int:
+            if isinstance(other, (bool, np.bool_)):
+                other = bool(other)
+            elif isinstance(other, (numbers.Number, np.generic)) and not isinstance(other, complex):
+                other = other.item() if isinstance(other, np.generic) else (
+                    float(other) if isinstance(other, numbers.Real) and not isinstance(other, numbers.Integral)
+                    else int(other))
+            else:
+                return arith(x, as_tensor(other))
+            tp = type(other)
+        if a.dtype.kind not in "fc" and (tp is float or code == _DIV or (code == _POW and rev)):
+            if code == _SUB and a.dtype == bool_:
                 raise _bool_sub_error()
-            dt = _promote(a, b)
-            if code == _DIV and dt.kind not in "fc":
-                dt = _default_dtype
-            if a.dtype != dt:
-                a = a.astype(dt)
-            if b.dtype != dt:
-                b = b.astype(dt)
-        if rev:
-            a, b, x, other = b, a, other, x
-        out = _UFUNCS[code](a, b)
+            a = a.astype(_default_dtype)
+        elif code == _SUB and a.dtype == bool_:
+            raise _bool_sub_error()
+        out = ufunc(other, a) if rev else ufunc(a, other)
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
         t = _tnew(Tensor)
         t._data = out
         t.grad = None
         t._idx = 0
-        if _grad_enabled[0] and (x.requires_grad or other.requires_grad):
-            n = _nnew(_BINARY_NODES[code])
-            if x.requires_grad:
-                p = x._node
-                ea = x if p is None else (p if p.n_out == 1 else (p, x._idx))
-            else:
-                ea = None
-            if other.requires_grad:
-                p = other._node
-                eb = other if p is None else (p if p.n_out == 1 else (p, other._idx))
-            else:
-                eb = None
-            n.edges = (ea, eb)
+        if _grad_enabled[0] and x.requires_grad:
+            n = _nnew(node_scalar)
+            p = x._node
+            n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
             n.dtype = out.dtype
             n.grad = n.mark = n.retained = None
-            n.sa = a.shape
-            n.sb = b.shape
-            if code >= _MUL:
+            n.s = other
+            if saves_scalar:
                 n.a = a
-                n.b = b
                 n.out = out
             t.requires_grad = True
             t._node = n
@@ -1750,47 +1771,26 @@ def _arith(x: Tensor, other, code: int, rev: bool = False) -> Tensor:
             t.requires_grad = False
             t._node = None
         return t
-    # Python (or NumPy) scalar
-    tp = type(other)
-    if tp is not float and tp is not int:
-        if isinstance(other, (bool, np.bool_)):
-            other = bool(other)
-        elif isinstance(other, (numbers.Number, np.generic)) and not isinstance(other, complex):
-            other = other.item() if isinstance(other, np.generic) else (
-                float(other) if isinstance(other, numbers.Real) and not isinstance(other, numbers.Integral)
-                else int(other))
-        else:
-            return _arith(x, as_tensor(other), code, rev)
-        tp = type(other)
-    if a.dtype.kind not in "fc" and (tp is float or code == _DIV or (code == _POW and rev)):
-        if code == _SUB and a.dtype == bool_:
-            raise _bool_sub_error()
-        a = a.astype(_default_dtype)
-    elif code == _SUB and a.dtype == bool_:
-        raise _bool_sub_error()
-    out = _UFUNCS[code](other, a) if rev else _UFUNCS[code](a, other)
-    if type(out) is not np.ndarray:
-        out = np.asarray(out)
-    t = _tnew(Tensor)
-    t._data = out
-    t.grad = None
-    t._idx = 0
-    if _grad_enabled[0] and x.requires_grad:
-        n = _nnew(_SCALAR_NODES[code][rev])
-        p = x._node
-        n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
-        n.dtype = out.dtype
-        n.grad = n.mark = n.retained = None
-        n.s = other
-        if code >= _DIV:
-            n.a = a
-            n.out = out
-        t.requires_grad = True
-        t._node = n
-    else:
-        t.requires_grad = False
-        t._node = None
-    return t
+
+    return arith
+
+
+_ARITH = tuple((_make_arith(c, False), _make_arith(c, True)) for c in range(5))
+
+
+def _arith(x: Tensor, other, code: int, rev: bool = False) -> Tensor:
+    """x (op) other, or other (op) x when rev; other: Tensor or Python scalar."""
+    return _ARITH[code][rev](x, other)
+
+
+Tensor.__add__, Tensor.__radd__ = _ARITH[_ADD]
+Tensor.__sub__, Tensor.__rsub__ = _ARITH[_SUB]
+Tensor.__mul__, Tensor.__rmul__ = _ARITH[_MUL]
+Tensor.__truediv__, Tensor.__rtruediv__ = _ARITH[_DIV]
+Tensor.__pow__, Tensor.__rpow__ = _ARITH[_POW]
+Tensor.mul = Tensor.multiply = Tensor.__mul__
+Tensor.div = Tensor.divide = Tensor.true_divide = Tensor.__truediv__
+Tensor.pow = Tensor.__pow__
 
 
 _TYPE_NAMES = {"torch.FloatTensor": float32, "torch.DoubleTensor": float64, "torch.LongTensor": int64,
