@@ -331,6 +331,15 @@ def backward(tensors, grad_tensors=None) -> None:
         t.backward(g)
 
 
+def Variable(data, requires_grad: bool = False, volatile: bool = False):
+    """Pre-0.4 torch's ``Variable(tensor)``: today simply the Tensor (with
+    ``requires_grad`` set when asked)."""
+    t = data if isinstance(data, _Tensor) else _Tensor(data)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 # ---------------------------------------------------------------- gradcheck
 def _vjp_numeric(fn, inputs, i, eps):
     """Numerical Jacobian of fn w.r.t. inputs[i], (n_in, n_out)."""

@@ -269,3 +269,40 @@ def test_matmul_errors():
 def test_int_matmul_has_no_grad():
     out = ct.tensor([[1, 2]]) @ ct.tensor([[3], [4]])
     assert out.dtype == ct.int64 and out.item() == 11
+
+
+# ---------------------------------------------------------------- module-level functions
+MODULE_FNS = [
+    ("exp", ()), ("log", ()), ("log1p", ()), ("sqrt", ()), ("rsqrt", ()), ("square", ()), ("abs", ()),
+    ("sin", ()), ("cos", ()), ("tanh", ()), ("sigmoid", ()), ("relu", ()), ("neg", ()), ("clamp", (0.2, 1.0)),
+    ("clip", (0.3, 0.9)), ("sum", ()), ("sum", (1,)), ("mean", (0,)), ("var", (1,)), ("std", ()), ("norm", ()),
+    ("max", ()), ("min", (1,)), ("amax", (1,)), ("amin", (0,)), ("cumsum", (1,)), ("topk", (2,)),
+    ("sort", (1,)), ("softmax", (0,)), ("log_softmax", (1,)), ("transpose", (0, 1)), ("t", ()),
+    ("permute", ((1, 0),)), ("reshape", ((4, 3),)), ("flatten", ()), ("unsqueeze", (1,)), ("squeeze", ()),
+    ("chunk", (2, 1)), ("split", (2,)), ("unbind", (1,)), ("flip", ([0],)), ("repeat_interleave", (2, 0)),
+    ("tril", ()), ("triu", (1,)), ("index_select", (1, "idx")), ("gather", (1, "gidx")), ("clone", ()),
+]
+
+
+@pytest.mark.parametrize("name,args", MODULE_FNS, ids=[f"{n}{i}" for i, (n, _) in enumerate(MODULE_FNS)])
+def test_module_level_functions(name, args):
+    x = f32(3, 4, lo=0.1)
+    x += np.arange(12, dtype=np.float32).reshape(3, 4) * 0.01  # distinct values (max/sort/topk)
+
+    def op(T, a):
+        real = [T.tensor([2, 0, 2]) if v == "idx" else T.tensor([[0, 3], [1, 1], [2, 0]]) if v == "gidx" else v
+                for v in args]
+        return getattr(T, name)(a, *real)
+
+    assert_parity(op, x)
+    check_gradients(op, x)
+
+
+def test_module_level_binary_functions():
+    a, b = f32(3, 4, lo=0.2), f32(4, lo=0.2)
+    for op in (lambda T, x, y: T.add(x, y), lambda T, x, y: T.add(x, y, alpha=3), lambda T, x, y: T.sub(x, y),
+               lambda T, x, y: T.mul(x, y), lambda T, x, y: T.div(x, y), lambda T, x, y: T.pow(x, y),
+               lambda T, x, y: T.maximum(x, y), lambda T, x, y: T.minimum(x, y), lambda T, x, y: T.where(x > y, x, y),
+               lambda T, x, y: T.matmul(x, y), lambda T, x, y: T.mul(2.0, y), lambda T, x, y: T.div(1.0, y)):
+        assert_parity(op, a, b)
+        check_gradients(op, a, b)

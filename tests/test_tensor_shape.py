@@ -307,3 +307,39 @@ def test_attention_style_masking_matches_torch():
         res.append((attn.detach().numpy(), Q.grad.numpy(), Kt.grad.numpy()))
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+
+
+def test_tutorial_idioms():
+    """Idioms from the tutorials in /work/shared/seeds."""
+    torch = pytest.importorskip("torch")
+    from ctransformer.autograd import Variable
+
+    logits = f32(2, 3, 5)
+    for lib in (ct, torch):
+        out = lib.tensor(logits)
+        val, ix = out[:, -1].data.topk(1)
+        assert tuple(ix.shape) == (2, 1) and ix.dtype == lib.int64
+        src = lib.LongTensor([[1, 2, 3]])
+        outputs = lib.zeros(4).type_as(src.data)
+        outputs[0] = lib.LongTensor([7])
+        assert outputs.tolist() == [7, 0, 0, 0]
+        assert out.size(-1) == 5 and out.size() == lib.Size([2, 3, 5]) and out.shape[1:] == (3, 5)
+        assert out.max(1)[1].shape == (2, 5) and out.argmax(2)[:, -1].shape == (2,)
+        assert isinstance(out.argmax(2)[0, -1].item(), int)
+        mask = lib.triu(lib.full((1, 4, 4), float("-inf")), diagonal=1)
+        assert mask[0, 0, 1].item() == float("-inf") and mask[0, 1, 0].item() == 0.0
+        pe = lib.zeros(1, 10, 4)
+        x = lib.tensor(f32(2, 6, 4), requires_grad=True)
+        y = x + pe[:, : x.size(1)].requires_grad_(False)
+        z = x + pe[:, : x.size(1)].clone().detach()
+        assert y.shape == z.shape == (2, 6, 4) and y.requires_grad
+        b, t = lib.randint(0, 10, (4, 16), dtype=lib.long).size()
+        assert (b, t) == (4, 16)
+        targets = lib.zeros(4, 16, dtype=lib.long)
+        targets[:, -1] = -1
+        assert targets[0, -1].item() == -1
+    v = Variable(ct.LongTensor([[1, 2]]))
+    assert v.dtype == ct.int64 and Variable(ct.ones(2), requires_grad=True).requires_grad
+    trg_mask = np.triu(np.ones((1, 3, 3)), k=1).astype("uint8")
+    m = ct.from_numpy(trg_mask) == 0
+    assert m.dtype == ct.bool and m.sum().item() == 6
