@@ -172,7 +172,7 @@ def _accumulate_leaf(t, g: np.ndarray) -> None:
     if g.shape != data.shape:
         g = np.broadcast_to(g, data.shape)
     if cur is None:
-        t.grad = _wrap(np.array(g, copy=True))
+        t.grad = _wrap(np.array(g, order="C", copy=True))  # C-contiguous: optimizers update it in place
     else:
         cur._data = cur._data + g
 
