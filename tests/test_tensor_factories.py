@@ -138,7 +138,8 @@ def test_comparisons_and_logic(name):
     a[0, 0] = 0.0
     b = a.copy()
     b[1] += 1
-    assert_parity(COMPARE[name], a, b)
+    with np.errstate(invalid="ignore"):  # isnan(a / a) divides 0 by 0 on purpose
+        assert_parity(COMPARE[name], a, b)
 
 
 def test_allclose_equal_item_conversions():
