@@ -214,9 +214,8 @@ static CT_VECTOR_CLONES void FN(row_backward)(int mode, ct_int H, const real *re
  * B = 8, H = 128, ~1 MFLOP) waking the other thread costs more than the
  * work, and on a busy machine a descheduled helper thread stalls every step
  * (measured: 15x slower).  GEMMs under CT_RNN_SMALL_GEMM flops therefore
- * run on the calling thread: the global BLAS thread count is lowered to 1
- * around them and restored (cheap: it only sets a counter).  A concurrent
- * GEMM from another Python thread may run single-threaded meanwhile. */
+ * run on the calling thread: the BLAS thread count is lowered to 1 around
+ * them and restored (see ct_blas_set_threads_here). */
 #ifndef CT_RNN_THREADS
 #define CT_RNN_THREADS
 #define CT_RNN_SMALL_GEMM 16.0e6
@@ -225,15 +224,13 @@ static CT_VECTOR_CLONES void FN(row_backward)(int mode, ct_int H, const real *re
 static int ct_rnn_threads_enter(double flops)
 {
     if (flops >= CT_RNN_SMALL_GEMM) return 0;
-    int n = ct_blas_get_num_threads();
-    if (n <= 1) return 0;
-    ct_blas_set_num_threads(1);
-    return n;
+    if (ct_blas_get_num_threads() <= 1) return 0;
+    return ct_blas_set_threads_here(1);
 }
 
 static void ct_rnn_threads_leave(int saved)
 {
-    if (saved > 1) ct_blas_set_num_threads(saved);
+    if (saved > 1) ct_blas_set_threads_here(saved);
 }
 #endif
 
