@@ -155,31 +155,31 @@ static inline double ct_exp(double x)
  * |x| < 0.625: odd polynomial/rational in x (no cancellation near 0);
  * otherwise tanh|x| = 1 - 2 / (exp(2|x|) + 1) >= 0.55 (mild cancellation),
  * and exp overflowing to inf gives exactly 1.  Both are computed and one is
- * selected; the sign is copied from x (so tanh(-0) = -0).  Coefficients:
+ * selected, for |x|; the sign is copied from x at the end (tanh(-0) = -0).  Coefficients:
  * Cephes tanhf / tanh (Stephen L. Moshier). */
 static inline float ct_tanhf(float x)
 {
     float ax = fabsf(x);
-    float z = x * x;
+    float z = ax * ax;
     float small = -5.70498872745e-3f;
     small = small * z + 2.06390887954e-2f;
     small = small * z - 5.37397155531e-2f;
     small = small * z + 1.33314422036e-1f;
     small = small * z - 3.33332819422e-1f;
-    small = small * z * x + x;
-    float big = copysignf(1.0f - 2.0f / (ct_expf(2.0f * ax) + 1.0f), x);
-    return ct_select_f32(ax < 0.625f, small, big);
+    small = small * z * ax + ax;
+    float big = 1.0f - 2.0f / (ct_expf(2.0f * ax) + 1.0f);
+    return copysignf(ct_select_f32(ax < 0.625f, small, big), x);
 }
 
 static inline double ct_tanh(double x)
 {
     double ax = fabs(x);
-    double z = x * x;
+    double z = ax * ax;
     double num = (-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z - 1.61468768441708447952e3;
     double den = ((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z + 4.84406305325125486048e3;
-    double small = x + x * z * (num / den);
-    double big = copysign(1.0 - 2.0 / (ct_exp(2.0 * ax) + 1.0), x);
-    return ct_select_f64(ax < 0.625, small, big);
+    double small = ax + ax * z * (num / den);
+    double big = 1.0 - 2.0 / (ct_exp(2.0 * ax) + 1.0);
+    return copysign(ct_select_f64(ax < 0.625, small, big), x);
 }
 
 /* ======================= sigmoid ==================================== *
