@@ -14,7 +14,8 @@ wall time.
 
 Ours is the public NumPy kernel API (ctransformer.kernels), which allocates
 its outputs, like torch's and NumPy's functional calls.  Backward is the
-kernel that produces the input gradient (torch: the aten *_backward op).
+kernel that produces the input gradient (torch: the aten *_backward op;
+layernorm: input, weight and bias gradients in both).
 NumPy has no erf, so gelu has no NumPy column; NumPy backward is the
 textbook formula.  Prints microseconds per call, and ours / torch.
 """
@@ -137,7 +138,7 @@ def torch_cases(op: str, x, dout, targets) -> Tuple[Callable, Callable]:
         _, mean, rstd = aten.native_layer_norm(tx, [D], w, b, 1e-5)
         return ((lambda: F.layer_norm(tx, [D], w, b)),
                 (lambda: aten.native_layer_norm_backward(td, tx, [D], mean, rstd, w, b,
-                                                         [True, False, False])))
+                                                         [True, True, True])))
     if op == "cross_entropy":
         tt = torch.from_numpy(targets)
         logp = torch.log_softmax(tx, -1)

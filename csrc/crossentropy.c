@@ -100,8 +100,8 @@ void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const
 /* d[c] += p_coef * p_c - smooth_coef * w_c for c in [lo, hi), with
  * p_c = exp(z_c - lse): the softmax and uniform parts of a row's gradient. */
 CT_INLINE void FN(add_softmax_grad)(real *restrict d, const real *restrict z,
-                                        const real *restrict weight, acc_t lse, acc_t p_coef,
-                                        acc_t smooth_coef, ct_int lo, ct_int hi)
+                                   const real *restrict weight, acc_t lse, acc_t p_coef,
+                                   acc_t smooth_coef, ct_int lo, ct_int hi)
 {
     if (weight == NULL) {
         for (ct_int c = lo; c < hi; c++) {
