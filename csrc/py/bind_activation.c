@@ -39,12 +39,9 @@ static PyObject *py_activation_forward(PyObject *self, PyObject *args, PyObject 
     if (out == NULL) goto fail;
     CT_DISPATCH(t, activation_forward, PyArray_DATA(out), PyArray_DATA(x), PyArray_SIZE(x),
                 (ct_activation)kind);
-    PyObject *ret = ct_ret(out);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(out));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* activation_backward(dout (...), saved (same shape), kind, dinp=None) -> dinp;
@@ -74,12 +71,9 @@ static PyObject *py_activation_backward(PyObject *self, PyObject *args, PyObject
         goto fail;
     CT_DISPATCH(t, activation_backward, PyArray_DATA(dinp), PyArray_DATA(dout),
                 PyArray_DATA(saved), PyArray_SIZE(saved), (ct_activation)kind);
-    PyObject *ret = ct_ret(dinp);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(dinp));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* activation_saves_output(kind) -> bool: does backward take the output (else the input)? */

@@ -78,12 +78,9 @@ static PyObject *py_cross_entropy_forward(PyObject *self, PyObject *args, PyObje
     CT_DISPATCH(a.t, cross_entropy_forward, PyArray_DATA(loss), (double *)PyArray_DATA(lse),
                 PyArray_DATA(a.logits), (const int64_t *)PyArray_DATA(a.targets),
                 CT_DATA(a.weight), a.N, a.C, (int64_t)ignore_index, eps, a.reduction);
-    PyObject *ret = Py_BuildValue("(OO)", (PyObject *)loss, (PyObject *)lse);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OO)", (PyObject *)loss, (PyObject *)lse));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* cross_entropy_backward(dloss () or (N), logits (N, C), targets (N), lse (N) float64,
@@ -121,12 +118,9 @@ static PyObject *py_cross_entropy_backward(PyObject *self, PyObject *args, PyObj
                 PyArray_DATA(a.logits), (const int64_t *)PyArray_DATA(a.targets),
                 (const double *)PyArray_DATA(lse), CT_DATA(a.weight), a.N, a.C,
                 (int64_t)ignore_index, eps, a.reduction);
-    PyObject *ret = ct_ret(dlogits);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(dlogits));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 PyMethodDef ct_methods_crossentropy[] = {

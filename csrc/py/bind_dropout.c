@@ -56,12 +56,9 @@ static PyObject *py_dropout_forward(PyObject *self, PyObject *args, PyObject *kw
     if (out == NULL || mask == NULL) goto fail;
     CT_DISPATCH(t, dropout_forward, PyArray_DATA(out), PyArray_DATA(mask), PyArray_DATA(x),
                 PyArray_SIZE(x), p, seed, offset);
-    PyObject *ret = Py_BuildValue("(OO)", (PyObject *)out, (PyObject *)mask);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OO)", (PyObject *)out, (PyObject *)mask));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* dropout_backward(dout (...), mask (...) bool, p, dinp=None) -> dinp;
@@ -88,12 +85,9 @@ static PyObject *py_dropout_backward(PyObject *self, PyObject *args, PyObject *k
         goto fail;
     CT_DISPATCH(t, dropout_backward, PyArray_DATA(dinp), PyArray_DATA(dout), PyArray_DATA(mask),
                 PyArray_SIZE(dout), p);
-    PyObject *ret = ct_ret(dinp);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(dinp));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 PyMethodDef ct_methods_dropout[] = {

@@ -53,12 +53,9 @@ static PyObject *py_embedding_forward(PyObject *self, PyObject *args, PyObject *
     if (out == NULL) goto fail;
     CT_DISPATCH(t, embedding_forward, PyArray_DATA(out), PyArray_DATA(ids), PyArray_DATA(w),
                 PyArray_SIZE(ids), D);
-    PyObject *ret = ct_ret(out);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(out));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* padding_idx: None -> -1 (no padding row); an int in [-V, V), negative
@@ -111,12 +108,9 @@ static PyObject *py_embedding_backward(PyObject *self, PyObject *args, PyObject 
     if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 2, wshape)))) goto fail;
     CT_DISPATCH(t, embedding_backward, PyArray_DATA(dw), PyArray_DATA(dout), PyArray_DATA(ids),
                 PyArray_SIZE(ids), D, pad);
-    PyObject *ret = ct_ret(dw);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(dw));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 PyMethodDef ct_methods_embedding[] = {

@@ -52,12 +52,9 @@ static PyObject *py_layernorm_forward(PyObject *self, PyObject *args, PyObject *
     if (out == NULL || mean == NULL || rstd == NULL) goto fail;
     CT_DISPATCH(t, layernorm_forward, PyArray_DATA(out), PyArray_DATA(mean), PyArray_DATA(rstd),
                 PyArray_DATA(x), CT_DATA(w), CT_DATA(b), N, D, eps);
-    PyObject *ret = Py_BuildValue("(OOO)", (PyObject *)out, (PyObject *)mean, (PyObject *)rstd);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OOO)", (PyObject *)out, (PyObject *)mean, (PyObject *)rstd));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* layernorm_backward(dout (..., D), x (..., D), weight (D) | None, mean (...), rstd (...),
@@ -110,13 +107,10 @@ static PyObject *py_layernorm_backward(PyObject *self, PyObject *args, PyObject 
     }
     CT_DISPATCH(t, layernorm_backward, CT_DATA(dinp), CT_DATA(dw), CT_DATA(db), PyArray_DATA(dout),
                 PyArray_DATA(x), CT_DATA(w), PyArray_DATA(mean), PyArray_DATA(rstd), N, D);
-    PyObject *ret = Py_BuildValue("(OOO)", dinp ? (PyObject *)dinp : Py_None,
-                                  dw ? (PyObject *)dw : Py_None, db ? (PyObject *)db : Py_None);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OOO)", dinp ? (PyObject *)dinp : Py_None,
+                                  dw ? (PyObject *)dw : Py_None, db ? (PyObject *)db : Py_None));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 PyMethodDef ct_methods_layernorm[] = {

@@ -26,12 +26,9 @@ static PyObject *py_linear_forward(PyObject *self, PyObject *args, PyObject *kw)
     if (out == NULL) goto fail;
     CT_DISPATCH(t, linear_forward, PyArray_DATA(out), PyArray_DATA(inp), PyArray_DATA(w),
                 CT_DATA(b), M, K, N);
-    PyObject *ret = ct_ret(out);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(out));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* A gradient buffer: the caller's array (checked, accumulated into), or a
@@ -82,13 +79,10 @@ static PyObject *py_linear_backward(PyObject *self, PyObject *args, PyObject *kw
     if (with_bias && !(db = grad_buffer(&held, o_db, fn, "dbias", t, 1, nshape, given))) goto fail;
     CT_DISPATCH(t, linear_backward, CT_DATA(dinp), PyArray_DATA(dw), CT_DATA(db),
                 PyArray_DATA(dout), PyArray_DATA(inp), PyArray_DATA(w), M, K, N, given);
-    PyObject *ret = Py_BuildValue("(OOO)", dinp ? (PyObject *)dinp : Py_None, (PyObject *)dw,
-                                  db ? (PyObject *)db : Py_None);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OOO)", dinp ? (PyObject *)dinp : Py_None, (PyObject *)dw,
+                                  db ? (PyObject *)db : Py_None));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* Batch operands of bmm: a (Ba, M, K), b (Bb, K, N) with Ba, Bb in {B, 1}. */
@@ -127,12 +121,9 @@ static PyObject *py_bmm_forward(PyObject *self, PyObject *args, PyObject *kw)
     if (out == NULL) goto fail;
     CT_DISPATCH(t, bmm_forward, PyArray_DATA(out), PyArray_DATA(a), PyArray_DATA(b), batch, sa, sb,
                 M, K, N);
-    PyObject *ret = ct_ret(out);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(out));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* bmm_backward(dout (B, M, N), a, b, need_da=True, need_db=True) -> (da | None, db | None) */
@@ -163,13 +154,10 @@ static PyObject *py_bmm_backward(PyObject *self, PyObject *args, PyObject *kw)
     if (need_db && !(db = ct_zeros(&held, t, 3, PyArray_DIMS(b)))) goto fail;
     CT_DISPATCH(t, bmm_backward, CT_DATA(da), CT_DATA(db), PyArray_DATA(dout), PyArray_DATA(a),
                 PyArray_DATA(b), batch, sa, sb, M, K, N);
-    PyObject *ret = Py_BuildValue("(OO)", da ? (PyObject *)da : Py_None,
-                                  db ? (PyObject *)db : Py_None);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OO)", da ? (PyObject *)da : Py_None,
+                                  db ? (PyObject *)db : Py_None));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 PyMethodDef ct_methods_linear[] = {

@@ -17,12 +17,9 @@ static PyObject *softmax_like_forward(PyObject *args, PyObject *kw, const char *
     if (y == NULL) goto fail;
     if (is_log) CT_DISPATCH(t, log_softmax_forward, PyArray_DATA(y), PyArray_DATA(x), N, D);
     else CT_DISPATCH(t, softmax_forward, PyArray_DATA(y), PyArray_DATA(x), N, D);
-    PyObject *ret = ct_ret(y);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(y));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* (log_)softmax_backward(dout (..., D), y (..., D), dinp=None) -> dinp;
@@ -50,12 +47,9 @@ static PyObject *softmax_like_backward(PyObject *args, PyObject *kw, const char 
     else
         CT_DISPATCH(t, softmax_backward, PyArray_DATA(dinp), PyArray_DATA(dout), PyArray_DATA(y),
                     N, D);
-    PyObject *ret = ct_ret(dinp);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(dinp));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 static PyObject *py_softmax_forward(PyObject *self, PyObject *args, PyObject *kw)

@@ -75,6 +75,16 @@ PyArrayObject *ct_zeros(ct_held *held, int typenum, int ndim, const npy_intp *sh
 /* Product of a.shape[start:stop]. */
 npy_intp ct_prod(PyArrayObject *a, int start, int stop);
 
+/* Release everything held and return `ret` (NULL on an error path):
+ *     return ct_finish(&held, ct_ret(out));
+ * fail:
+ *     return ct_finish(&held, NULL);                                       */
+static inline PyObject *ct_finish(ct_held *held, PyObject *ret)
+{
+    ct_release(held);
+    return ret;
+}
+
 /* Return a new reference to an element held (so it survives ct_release). */
 PyObject *ct_ret(PyArrayObject *a);
 
