@@ -84,20 +84,17 @@ static void FN(softmax_row)(real *row, ct_int Tk)
     for (ct_int j = 0; j < Tk; j++) row[j] *= inv;
 }
 
-/* Dropout factor of weight `flat` (see ct_attn_opts): 0 or 1 / (1 - p). */
-static real FN(dropout_factor)(const ct_attn_opts *o, uint64_t flat)
-{
-    if (o->dropout_p >= 1) return 0;
-    if (ct_random_uniform(o->seed, flat) < o->dropout_p) return 0;
-    return (real)(1.0 / (1.0 - o->dropout_p));
-}
-
-/* Multiply the weights of slice (b, h) by their dropout factors. */
+/* Multiply the weights of slice (b, h) by their dropout factors: weight
+ * `flat` (see ct_attn_opts) is dropped (factor 0) when
+ * ct_random_uniform(seed, flat) < p, else scaled by 1 / (1 - p). */
 static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
 {
-    if (o->dropout_p <= 0) return;
+    double p = o->dropout_p;
+    if (p <= 0) return;
+    real keep = p >= 1 ? (real)0 : (real)(1.0 / (1.0 - p));
     uint64_t base = (uint64_t)bh * (uint64_t)(Tq * Tk);
-    for (ct_int n = 0; n < Tq * Tk; n++) P[n] *= FN(dropout_factor)(o, base + (uint64_t)n);
+    for (ct_int n = 0; n < Tq * Tk; n++)
+        P[n] *= ct_random_uniform(o->seed, base + (uint64_t)n) < p ? (real)0 : keep;
 }
 
 /* Where the slices of one (b, h) live: row i of Q at q + i * ldq (Dh elements),

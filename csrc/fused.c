@@ -47,35 +47,100 @@ void FN(bias_act_forward)(real *out, const real *inp, const real *bias, int act,
         }
 }
 
+/* One row of relu backward: dz = dout where z = inp + bias > 0 (0 where z <= 0, NaN z
+ * passes dout through, as torch's threshold_backward); dinp += dz; dbias += dz. */
+static CT_VECTOR_CLONES void FN(relu_backward_row)(real *restrict dinp, real *restrict dbias,
+                                                   const real *restrict dout,
+                                                   const real *restrict inp,
+                                                   const real *restrict bias, ct_int N)
+{
+    if (bias != NULL && dbias != NULL) {
+        for (ct_int n = 0; n < N; n++) {
+            real dz = inp[n] + bias[n] <= 0 ? (real)0 : dout[n];
+            dinp[n] += dz;
+            dbias[n] += dz;
+        }
+    } else if (bias != NULL) {
+        for (ct_int n = 0; n < N; n++) dinp[n] += inp[n] + bias[n] <= 0 ? (real)0 : dout[n];
+    } else {
+        for (ct_int n = 0; n < N; n++) {
+            real dz = inp[n] <= 0 ? (real)0 : dout[n];
+            dinp[n] += dz;
+            if (dbias) dbias[n] += dz;
+        }
+    }
+}
+
+/* One row of the gelu backward: dz = dout act'(inp + bias); dinp += dz; dbias += dz. */
+static void FN(act_backward_row)(real *dinp, real *dbias, const real *dout, const real *inp,
+                                 const real *bias, int act, ct_int N)
+{
+    for (ct_int n = 0; n < N; n++) {
+        real dz = dout[n] * FN(act_slope)(inp[n] + (bias ? bias[n] : 0), act);
+        dinp[n] += dz;
+        if (dbias) dbias[n] += dz;
+    }
+}
+
 /* bias_act_backward (accumulates)
  *   dout (M, N);  dinp (M, N) += dout act'(inp + bias);  dbias (N) += column sums of that
  *   (dbias skipped when NULL) */
 void FN(bias_act_backward)(real *dinp, real *dbias, const real *dout, const real *inp,
                            const real *bias, int act, ct_int M, ct_int N)
 {
-    for (ct_int m = 0; m < M; m++)
-        for (ct_int n = 0; n < N; n++) {
-            real z = inp[m * N + n] + (bias ? bias[n] : 0);
-            real dz = dout[m * N + n] * FN(act_slope)(z, act);
-            dinp[m * N + n] += dz;
-            if (dbias) dbias[n] += dz;
-        }
+    for (ct_int m = 0; m < M; m++) {
+        if (act == CT_ACT_RELU)
+            FN(relu_backward_row)(dinp + m * N, dbias, dout + m * N, inp + m * N, bias, N);
+        else
+            FN(act_backward_row)(dinp + m * N, dbias, dout + m * N, inp + m * N, bias, act, N);
+    }
 }
 
+/* Sums in double over n < N of f(n), with eight independent partial sums so
+ * the additions pipeline (and vectorise); the order differs from a plain
+ * loop only in double rounding. */
+#define CT_SUM8(result, N, term)                                               \
+    do {                                                                       \
+        acc_t part_[8] = {0, 0, 0, 0, 0, 0, 0, 0};                             \
+        ct_int n = 0;                                                          \
+        for (; n + 8 <= (N); n += 8)                                           \
+            for (int l_ = 0; l_ < 8; l_++) {                                   \
+                ct_int k = n + l_;                                             \
+                part_[l_] += (term);                                           \
+            }                                                                  \
+        acc_t tail_ = 0;                                                       \
+        for (ct_int k = n; k < (N); k++) tail_ += (term);                      \
+        result = ((part_[0] + part_[4]) + (part_[1] + part_[5])) +             \
+                 ((part_[2] + part_[6]) + (part_[3] + part_[7])) + tail_;      \
+    } while (0)
+
 /* Mean and 1/sqrt(biased variance + eps) of row h = inp + residual (two passes, in double). */
-static void FN(row_stats)(const real *inp, const real *residual, double eps, ct_int N,
-                          real *mean, real *rstd)
+static CT_VECTOR_CLONES void FN(row_stats)(const real *restrict inp, const real *restrict residual,
+                                           double eps, ct_int N, real *mean, real *rstd)
 {
-    acc_t sum = 0, sq = 0;
-    for (ct_int n = 0; n < N; n++) sum += (acc_t)inp[n] + residual[n];
+    acc_t sum, sq;
+    CT_SUM8(sum, N, (acc_t)inp[k] + (acc_t)residual[k]);
     acc_t mu = N > 0 ? sum / (acc_t)N : 0;
-    for (ct_int n = 0; n < N; n++) {
-        acc_t d = (acc_t)inp[n] + residual[n] - mu;
-        sq += d * d;
-    }
+    CT_SUM8(sq, N, ((acc_t)inp[k] + (acc_t)residual[k] - mu) * ((acc_t)inp[k] + (acc_t)residual[k] - mu));
     acc_t var = N > 0 ? sq / (acc_t)N : 0;
     *mean = (real)mu;
     *rstd = (real)(1.0 / sqrt(var + eps));
+}
+
+/* out = (inp + residual - mean) rstd weight + bias over one row (weight/bias NULL: 1 / 0). */
+static CT_VECTOR_CLONES void FN(normalize_row)(real *restrict out, const real *restrict x,
+                                               const real *restrict r, const real *restrict weight,
+                                               const real *restrict bias, real mean, real rstd,
+                                               ct_int N)
+{
+    if (weight != NULL && bias != NULL) {
+        for (ct_int n = 0; n < N; n++) out[n] = (x[n] + r[n] - mean) * rstd * weight[n] + bias[n];
+        return;
+    }
+    for (ct_int n = 0; n < N; n++) {
+        real xhat = (x[n] + r[n] - mean) * rstd;
+        out[n] = xhat * (weight ? weight[n] : 1) + (bias ? bias[n] : 0);
+    }
 }
 
 /* add_layernorm_forward
@@ -88,11 +153,46 @@ void FN(add_layernorm_forward)(real *out, real *mean, real *rstd, const real *in
     for (ct_int m = 0; m < M; m++) {
         const real *x = inp + m * N, *r = residual + m * N;
         FN(row_stats)(x, r, eps, N, mean + m, rstd + m);
-        for (ct_int n = 0; n < N; n++) {
-            real xhat = (x[n] + r[n] - mean[m]) * rstd[m];
-            out[m * N + n] = xhat * (weight ? weight[n] : 1) + (bias ? bias[n] : 0);
-        }
+        FN(normalize_row)(out + m * N, x, r, weight, bias, mean[m], rstd[m], N);
     }
+}
+
+/* One row of add_layernorm_backward, with g = dout weight and xhat = (h - mean) rstd:
+ *   dweight += dout xhat;  dbias += dout;  returns sum(g) and sum(g xhat) in sums[2]. */
+static CT_VECTOR_CLONES void FN(ln_row_sums)(acc_t sums[2], real *restrict dweight,
+                                             real *restrict dbias, const real *restrict dy,
+                                             const real *restrict x, const real *restrict r,
+                                             const real *restrict weight, real mean, real rstd,
+                                             ct_int N)
+{
+    if (dweight != NULL)
+        for (ct_int n = 0; n < N; n++) dweight[n] += dy[n] * ((x[n] + r[n] - mean) * rstd);
+    if (dbias != NULL)
+        for (ct_int n = 0; n < N; n++) dbias[n] += dy[n];
+    acc_t sum_g, sum_gx;
+    if (weight != NULL) {
+        CT_SUM8(sum_g, N, (acc_t)(dy[k] * weight[k]));
+        CT_SUM8(sum_gx, N, (acc_t)(dy[k] * weight[k]) * ((x[k] + r[k] - mean) * rstd));
+    } else {
+        CT_SUM8(sum_g, N, (acc_t)dy[k]);
+        CT_SUM8(sum_gx, N, (acc_t)dy[k] * ((x[k] + r[k] - mean) * rstd));
+    }
+    sums[0] = sum_g, sums[1] = sum_gx;
+}
+
+/* dinp += rstd (g - mean_g - xhat mean_gx) over one row. */
+static CT_VECTOR_CLONES void FN(ln_row_dinp)(real *restrict dinp, const real *restrict dy,
+                                             const real *restrict x, const real *restrict r,
+                                             const real *restrict weight, real mean, real rstd,
+                                             real mean_g, real mean_gx, ct_int N)
+{
+    if (weight != NULL) {
+        for (ct_int n = 0; n < N; n++)
+            dinp[n] += rstd * (dy[n] * weight[n] - mean_g - (x[n] + r[n] - mean) * rstd * mean_gx);
+        return;
+    }
+    for (ct_int n = 0; n < N; n++)
+        dinp[n] += rstd * (dy[n] - mean_g - (x[n] + r[n] - mean) * rstd * mean_gx);
 }
 
 /* add_layernorm_backward (accumulates; the gradient of inp and of residual is the same)
@@ -107,22 +207,12 @@ void FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const re
 {
     for (ct_int m = 0; m < M; m++) {
         const real *x = inp + m * N, *r = residual + m * N, *dy = dout + m * N;
-        acc_t sum_g = 0, sum_gx = 0;
-        for (ct_int n = 0; n < N; n++) {
-            real xhat = (x[n] + r[n] - mean[m]) * rstd[m];
-            real g = dy[n] * (weight ? weight[n] : 1);
-            sum_g += g;
-            sum_gx += (acc_t)g * xhat;
-            if (dweight) dweight[n] += dy[n] * xhat;
-            if (dbias) dbias[n] += dy[n];
-        }
-        real mean_g = (real)(sum_g / (acc_t)N), mean_gx = (real)(sum_gx / (acc_t)N);
-        for (ct_int n = 0; n < N; n++) {
-            real xhat = (x[n] + r[n] - mean[m]) * rstd[m];
-            real g = dy[n] * (weight ? weight[n] : 1);
-            dinp[m * N + n] += rstd[m] * (g - mean_g - xhat * mean_gx);
-        }
+        acc_t sums[2];
+        FN(ln_row_sums)(sums, dweight, dbias, dy, x, r, weight, mean[m], rstd[m], N);
+        real mean_g = (real)(sums[0] / (acc_t)N), mean_gx = (real)(sums[1] / (acc_t)N);
+        FN(ln_row_dinp)(dinp + m * N, dy, x, r, weight, mean[m], rstd[m], mean_g, mean_gx, N);
     }
 }
 
+#undef CT_SUM8
 #endif
