@@ -14,6 +14,7 @@
  * live in a per-call scratch of one or two (Tq, Tk) matrices. */
 #ifndef CT_TEMPLATE_PASS
 #include "attention.h"
+#include "fused.h"
 #include "linear.h"
 #define CT_TEMPLATE_FILE "attention.c"
 #include "ct_template.h"
@@ -147,6 +148,7 @@ static int FN(scratch_alloc)(FN(head_scratch) *s, const ct_attn_opts *o, ct_int 
     if (s->dP == NULL || (o->dropout_p > 0 && s->P == NULL)) {
         free(s->dP);
         free(s->P);
+        s->dP = s->P = NULL;
         return -1;
     }
     return 0;
@@ -437,6 +439,8 @@ void FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs,
  *   dout (B*Tq rows, E); everything else as saved by mha_packed_forward with the same opts
  *   dxq (rows, E), dxkv (B*Tk rows, E) (cross-attention only), dw_in (3E, E),
  *   db_in (3E), dwo (E, E), dbo (E).
+ *   The projections' backward skips token rows whose gradient is all zero (padding:
+ *   see rows_linear_backward in fused.c).
  *   Returns 0, or -1 when the scratch cannot be allocated. */
 int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, real *dwo, real *dbo,
                             const real *dout, const real *xq, const real *xkv, const real *w_in,
@@ -446,17 +450,14 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
 {
     ct_int B = s->B, Tq = s->Tq, Tk = s->Tk, E = s->E, H = s->H, Dh = E / H;
     ct_int Nq = B * Tq, Nk = B * Tk, wq_cols = s->self_attn ? 3 * E : E;
-    real *dctx = malloc((size_t)CT_MAX(Nq * E, 1) * sizeof(real));
+    real *dctx = calloc((size_t)CT_MAX(Nq * E, 1), sizeof(real));
     real *dq = calloc((size_t)CT_MAX(Nq * wq_cols, 1), sizeof(real));
     real *dkv = s->self_attn ? NULL : calloc((size_t)CT_MAX(Nk * 2 * E, 1), sizeof(real));
     FN(head_scratch) hs = {NULL, NULL};
-    if (!dctx || !dq || (!s->self_attn && !dkv) || FN(scratch_alloc)(&hs, o, Tq, Tk)) {
-        free(dctx), free(dq), free(dkv);
-        return -1;
-    }
+    int status = -1;
+    if (!dctx || !dq || (!s->self_attn && !dkv) || FN(scratch_alloc)(&hs, o, Tq, Tk)) goto done;
     /* out = ctx wo^T + bo:  dctx = dout wo, dwo += dout^T ctx, dbo += colsum(dout) */
-    FN(linear_backward)(dctx, NULL, NULL, dout, ctx, wo, Nq, E, E, 0);
-    FN(linear_backward)(NULL, dwo, dbo, dout, ctx, wo, Nq, E, E, 1);
+    if (FN(rows_linear_backward)(dctx, dwo, dbo, dout, ctx, wo, Nq, E, E)) goto done;
     /* Heads: gradients of q, k, v land in the packed layout of the projections. */
     FN(packed_views) p = FN(packed_views_of)(proj_q, proj_kv, s);
     FN(packed_views) dp = FN(packed_views_of)(dq, dkv, s);
@@ -470,13 +471,16 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
                               H, Tq, Tk, Dh, Dh);
         }
     /* The input projections: one GEMM per operand for all of q, k, v. */
-    FN(linear_backward)(dxq, dw_in, db_in, dq, xq, w_in, Nq, E, wq_cols, 1);
-    if (!s->self_attn)
-        FN(linear_backward)(dxkv, dw_in ? dw_in + E * E : NULL, db_in ? db_in + E : NULL, dkv, xkv,
-                            w_in + E * E, Nk, E, 2 * E, 1);
+    if (FN(rows_linear_backward)(dxq, dw_in, db_in, dq, xq, w_in, Nq, E, wq_cols)) goto done;
+    if (!s->self_attn &&
+        FN(rows_linear_backward)(dxkv, dw_in ? dw_in + E * E : NULL, db_in ? db_in + E : NULL,
+                                 dkv, xkv, w_in + E * E, Nk, E, 2 * E))
+        goto done;
+    status = 0;
+done:
     FN(scratch_free)(&hs);
     free(dctx), free(dq), free(dkv);
-    return 0;
+    return status;
 }
 
 /* positional_encoding
