@@ -336,8 +336,9 @@ def bench_decode(n_tokens: int, reps: int, threads_list) -> list:
     (_, _), (m_t, tt) = build_pair(cfg)
     ours = translation_twin(m_t, cfg)
     m_t.eval()
-    src, _ = make_batch(cfg["vocab"], seed=1)
-    src = src[:, :1]  # batch 1, (S, 1)
+    # batch 1, a full-length source (S, 1): the tutorial's encode takes no padding mask
+    rng = np.random.default_rng(1)
+    src = np.concatenate([[BOS], rng.integers(4, cfg["vocab"], SEQ - 2), [EOS]])[:, None].astype(np.int64)
     src_t = torch.tensor(src)
     src_mask = torch.zeros((src.shape[0], src.shape[0])).type(torch.bool)
     eos_never = -1  # decode exactly n_tokens tokens

@@ -62,6 +62,39 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
         for (ct_int j = i + 1; j < Tk; j++) row[j] = -INFINITY;
 }
 
+#if CT_DTYPE_IS_F32 && !defined(CT_ATTENTION_EXPF)
+#define CT_ATTENTION_EXPF
+/* e^x for the softmax arguments x = s - max <= 0, written so the loop over a
+ * row vectorises: x = k ln2 + r with |r| <= ln2 / 2 (k rounded with the
+ * 1.5 * 2^23 trick, ln2 split in two for an exact k ln2), e^r by its Taylor
+ * polynomial to r^6 (relative error < 2e-7, about 1 ulp), 2^k written into the
+ * exponent bits.  x < -87 (e^x < 1.7e-38, and -inf) gives 0; NaN gives NaN. */
+static inline float ct_exp_nonpositive(float x)
+{
+    float xc = x < -87.0f ? -87.0f : x;
+    float k = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+    float r = (xc - k * 0.693145752f) - k * 1.42860677e-06f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.66666672e-01f + r * (4.16666679e-02f +
+                     r * (8.33333377e-03f + r * 1.38888892e-03f)))));
+    int32_t bits = ((int32_t)k + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    float e = p * scale;
+    return x < -87.0f ? 0.0f : e;
+}
+#endif
+
+/* row[j] <- e^(row[j] - max) (float: the vectorised ct_exp_nonpositive;
+ * double: the C library's exp). */
+static CT_VECTOR_CLONES void FN(exp_shifted_row)(real *restrict row, real max, ct_int Tk)
+{
+#if CT_DTYPE_IS_F32
+    for (ct_int j = 0; j < Tk; j++) row[j] = ct_exp_nonpositive(row[j] - max);
+#else
+    for (ct_int j = 0; j < Tk; j++) row[j] = EXP(row[j] - max);
+#endif
+}
+
 /* In-place softmax of one row.  A row whose every score is -inf (every key
  * masked) becomes all zeros rather than 0/0 = NaN; NaN scores still give NaN. */
 static void FN(softmax_row)(real *row, ct_int Tk)
@@ -76,11 +109,9 @@ static void FN(softmax_row)(real *row, ct_int Tk)
         memset(row, 0, (size_t)Tk * sizeof(real));
         return;
     }
+    FN(exp_shifted_row)(row, max, Tk);
     acc_t sum = 0;
-    for (ct_int j = 0; j < Tk; j++) {
-        row[j] = EXP(row[j] - max);
-        sum += row[j];
-    }
+    for (ct_int j = 0; j < Tk; j++) sum += row[j];
     real inv = (real)(1.0 / sum);
     for (ct_int j = 0; j < Tk; j++) row[j] *= inv;
 }
@@ -124,15 +155,22 @@ static void FN(head_probs)(real *P, const FN(head_in) *x, const ct_attn_opts *o,
 }
 
 /* head_forward: one (b, h) slice
- *   q (Tq, Dh), k (Tk, Dh), v (Tk, Dv) as in x
- *   probs (Tq, Tk) <- dropout(softmax(...));  out (Tq, Dv), row stride ld_out, <- probs v */
-static void FN(head_forward)(real *out, ct_int ld_out, real *probs, const FN(head_in) *x,
-                             const ct_attn_opts *o, ct_int b, ct_int h, ct_int H, ct_int Tq,
-                             ct_int Tk, ct_int Dh, ct_int Dv)
+ *   q (Tq, Dh), k (Tk, Dh), v (Tk, Dv) as in x;  out (Tq, Dv), row stride ld_out, <- Pd v
+ *   dropped NULL:  probs (Tq, Tk) <- Pd = dropout(softmax(...))
+ *   dropped given: probs <- P = softmax(...) (before dropout), Pd built in dropped (Tq, Tk)
+ *                  (so backward needs no recomputation of P) */
+static void FN(head_forward)(real *out, ct_int ld_out, real *probs, real *dropped,
+                             const FN(head_in) *x, const ct_attn_opts *o, ct_int b, ct_int h,
+                             ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
 {
     FN(head_probs)(probs, x, o, b, h, Tq, Tk, Dh);
-    FN(dropout_slice)(probs, o, b * H + h, Tq, Tk);
-    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, probs, Tk, x->v, x->ldv, 0, out, ld_out);
+    const real *Pd = probs;
+    if (o->dropout_p > 0 && dropped != NULL) {
+        memcpy(dropped, probs, (size_t)(Tq * Tk) * sizeof(real));
+        Pd = dropped;
+    }
+    FN(dropout_slice)((real *)Pd, o, b * H + h, Tq, Tk);
+    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
 }
 
 /* Scratch of one backward call: dP and, with dropout, the recomputed P. */
@@ -173,24 +211,31 @@ static void FN(softmax_backward_rows)(real *dP, const real *P, ct_int Tq, ct_int
 }
 
 /* head_backward: one (b, h) slice (accumulates into g)
- *   dout (Tq, Dv) row stride ld_dout; x and probs as in head_forward */
+ *   dout (Tq, Dv) row stride ld_dout; x as in head_forward; probs as head_forward saved
+ *   them: after dropout (probs_raw = 0) or before (probs_raw = 1) */
 static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int ld_dout,
-                              const FN(head_in) *x, const real *probs, FN(head_scratch) *s,
-                              const ct_attn_opts *o, ct_int b, ct_int h, ct_int H, ct_int Tq,
-                              ct_int Tk, ct_int Dh, ct_int Dv)
+                              const FN(head_in) *x, const real *probs, int probs_raw,
+                              FN(head_scratch) *s, const ct_attn_opts *o, ct_int b, ct_int h,
+                              ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
 {
     real scale = (real)o->scale;
+    int drop = o->dropout_p > 0;
+    const real *P = probs, *Pd = probs;
+    if (drop && probs_raw) { /* Pd = P times the dropout factors (regenerated from the seed) */
+        memcpy(s->P, probs, (size_t)(Tq * Tk) * sizeof(real));
+        FN(dropout_slice)(s->P, o, b * H + h, Tq, Tk);
+        Pd = s->P;
+    }
     /* dV += Pd^T dO;  dPd = dO V^T */
-    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, probs, Tk, dout, ld_dout, 1, g->dv, g->ldv);
+    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, 1, g->dv, g->ldv);
     FN(gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
-    const real *P = probs;
-    if (o->dropout_p > 0) {
-        /* The dropped weights are gone from probs: recompute P, and carry dPd
-         * back through the same dropout factors (regenerated from the seed). */
+    if (drop && !probs_raw) {
+        /* The dropped weights are gone from probs: recompute P. */
         FN(head_probs)(s->P, x, o, b, h, Tq, Tk, Dh);
-        FN(dropout_slice)(s->dP, o, b * H + h, Tq, Tk);
         P = s->P;
     }
+    /* dP = dPd through the same dropout factors */
+    if (drop) FN(dropout_slice)(s->dP, o, b * H + h, Tq, Tk);
     FN(softmax_backward_rows)(s->dP, P, Tq, Tk);
     /* dQ += scale dS K;  dK += scale dS^T Q */
     FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, 1, g->dq, g->ldq);
@@ -216,7 +261,7 @@ void FN(sdpa_forward)(real *out, real *probs, const real *q, const real *k, cons
         for (ct_int h = 0; h < H; h++) {
             ct_int bh = b * H + h;
             FN(head_in) x = FN(contiguous_in)(q, k, v, bh, Tq, Tk, Dh, Dv);
-            FN(head_forward)(out + bh * Tq * Dv, Dv, probs + bh * Tq * Tk, &x, opts, b, h, H, Tq,
+            FN(head_forward)(out + bh * Tq * Dv, Dv, probs + bh * Tq * Tk, NULL, &x, opts, b, h, H, Tq,
                              Tk, Dh, Dv);
         }
 }
@@ -236,7 +281,7 @@ int FN(sdpa_backward)(real *dq, real *dk, real *dv, const real *dout, const real
             ct_int bh = b * H + h;
             FN(head_in) x = FN(contiguous_in)(q, k, v, bh, Tq, Tk, Dh, Dv);
             FN(head_grad) g = {dq + bh * Tq * Dh, dk + bh * Tk * Dh, dv + bh * Tk * Dv, Dh, Dh, Dv};
-            FN(head_backward)(&g, dout + bh * Tq * Dv, Dv, &x, probs + bh * Tq * Tk, &s, opts, b, h,
+            FN(head_backward)(&g, dout + bh * Tq * Dv, Dv, &x, probs + bh * Tq * Tk, 0, &s, opts, b, h,
                               H, Tq, Tk, Dh, Dv);
         }
     FN(scratch_free)(&s);
@@ -284,7 +329,7 @@ int FN(mha_forward)(real *out, real *qh, real *kh, real *vh, real *probs, real *
         for (ct_int h = 0; h < H; h++) {
             ct_int bh = b * H + h;
             FN(head_in) x = FN(contiguous_in)(qh, kh, vh, bh, Tq, Tk, Dh, Dh);
-            FN(head_forward)(ctx + b * Tq * E + h * Dh, E, probs + bh * Tq * Tk, &x, opts, b, h, H,
+            FN(head_forward)(ctx + b * Tq * E + h * Dh, E, probs + bh * Tq * Tk, NULL, &x, opts, b, h, H,
                              Tq, Tk, Dh, Dh);
         }
     FN(linear_forward)(out, ctx, w->wo, w->bo, B * Tq, E, E);
@@ -343,7 +388,7 @@ int FN(mha_backward)(const FN(mha_grads) *g, const real *dout, const real *query
             FN(head_in) x = FN(contiguous_in)(qh, kh, vh, bh, Tq, Tk, Dh, Dh);
             FN(head_grad) hg = {s.dqm + b * Tq * E + h * Dh, s.dkm + b * Tk * E + h * Dh,
                                 s.dvm + b * Tk * E + h * Dh, E, E, E};
-            FN(head_backward)(&hg, s.dctx + b * Tq * E + h * Dh, E, &x, probs + bh * Tq * Tk, &hs,
+            FN(head_backward)(&hg, s.dctx + b * Tq * E + h * Dh, E, &x, probs + bh * Tq * Tk, 0, &hs,
                               opts, b, h, H, Tq, Tk, Dh, Dh);
         }
     /* The three input projections. */
@@ -410,8 +455,10 @@ static FN(head_in) FN(packed_in)(const FN(packed_views) *p, const ct_mha_shape *
  *   out (B*Tq rows, E) = ctx wo^T + bo, rows in the layout of xq
  *   saved: proj_q (rows, 3E) for self-attention [q | k | v], else (rows, E);
  *   proj_kv (B*Tk rows, 2E) [k | v] for cross-attention (unused for self);
- *   probs (B, H, Tq, Tk) the weights after dropout; ctx (B*Tq rows, E) the merged heads. */
-void FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs, real *ctx,
+ *   probs (B, H, Tq, Tk) the weights BEFORE dropout (backward regenerates the dropout
+ *   factors from the seed instead of recomputing P); ctx (B*Tq rows, E) the merged heads.
+ *   Returns 0, or -1 when the (Tq, Tk) dropout scratch cannot be allocated. */
+int FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs, real *ctx,
                             const real *xq, const real *xkv, const real *w_in, const real *b_in,
                             const real *wo, const real *bo, const ct_attn_opts *o,
                             const ct_mha_shape *s)
@@ -423,16 +470,20 @@ void FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs,
         FN(linear_forward)(proj_q, xq, w_in, b_in, B * Tq, E, E);
         FN(linear_forward)(proj_kv, xkv, w_in + E * E, b_in ? b_in + E : NULL, B * Tk, E, 2 * E);
     }
+    real *dropped = malloc((size_t)CT_MAX(Tq * Tk, 1) * sizeof(real));
+    if (dropped == NULL) return -1;
     FN(packed_views) p = FN(packed_views_of)(proj_q, proj_kv, s);
     ct_int step = FN(row_step)(s);
     for (ct_int b = 0; b < B; b++)
         for (ct_int h = 0; h < H; h++) {
             FN(head_in) x = FN(packed_in)(&p, s, b, h);
             real *c = ctx + FN(row0)(s, b, Tq) * E + h * Dh;
-            FN(head_forward)(c, step * E, probs + (b * H + h) * Tq * Tk, &x, o, b, h, H, Tq, Tk,
-                             Dh, Dh);
+            FN(head_forward)(c, step * E, probs + (b * H + h) * Tq * Tk, dropped, &x, o, b, h, H,
+                             Tq, Tk, Dh, Dh);
         }
+    free(dropped);
     FN(linear_forward)(out, ctx, wo, bo, B * Tq, E, E);
+    return 0;
 }
 
 /* mha_packed_backward (accumulates into every gradient given; NULL ones are skipped)
@@ -467,7 +518,7 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
             FN(head_in) x = FN(packed_in)(&p, s, b, h), dx = FN(packed_in)(&dp, s, b, h);
             FN(head_grad) g = {(real *)dx.q, (real *)dx.k, (real *)dx.v, dx.ldq, dx.ldk, dx.ldv};
             const real *dc = dctx + FN(row0)(s, b, Tq) * E + h * Dh;
-            FN(head_backward)(&g, dc, step * E, &x, probs + (b * H + h) * Tq * Tk, &hs, o, b, h,
+            FN(head_backward)(&g, dc, step * E, &x, probs + (b * H + h) * Tq * Tk, 1, &hs, o, b, h,
                               H, Tq, Tk, Dh, Dh);
         }
     /* The input projections: one GEMM per operand for all of q, k, v. */

@@ -81,8 +81,8 @@ int FN(mha_backward)(const FN(mha_grads) *g, const real *dout, const real *query
                      const real *qh, const real *kh, const real *vh, const real *probs,
                      const real *ctx, const ct_attn_opts *opts, ct_int B, ct_int Tq, ct_int Tk,
                      ct_int E, ct_int Ek, ct_int Ev, ct_int H);
-void FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs, real *ctx,
-                            const real *xq, const real *xkv, const real *w_in, const real *b_in,
+int FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs, real *ctx,
+                           const real *xq, const real *xkv, const real *w_in, const real *b_in,
                             const real *wo, const real *bo, const ct_attn_opts *o,
                             const ct_mha_shape *s);
 int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, real *dwo, real *dbo,

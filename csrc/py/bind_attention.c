@@ -524,8 +524,8 @@ static void packed_rows_shape(const packed_args *a, npy_intp T, npy_intp cols, n
 
 /* mha_packed_forward(query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias, num_heads,
  *                    self_attn, seq_first, mask=None, is_causal=False, dropout_p=0.0, seed=0)
- *   -> (out like query, proj_q (.., 3E | E), proj_kv (.., 2E) | None, probs (B, H, Tq, Tk),
- *       context like query) */
+ *   -> (out like query, proj_q (.., 3E | E), proj_kv (.., 2E) | None, probs (B, H, Tq, Tk)
+ *       before dropout, context like query) */
 static PyObject *py_mha_packed_forward(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"query", "kv", "in_proj_weight", "in_proj_bias", "out_weight",
@@ -556,10 +556,15 @@ static PyObject *py_mha_packed_forward(PyObject *self, PyObject *args, PyObject 
     PyArrayObject *pq = ct_empty(&held, a.t, 3, pq_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
     PyArrayObject *pkv = self_attn ? NULL : ct_empty(&held, a.t, 3, pkv_shape);
     if (!out || !ctx || !pq || !probs || (!self_attn && !pkv)) goto fail;
-    CT_DISPATCH(a.t, mha_packed_forward, PyArray_DATA(out), PyArray_DATA(pq), CT_DATA(pkv),
-                PyArray_DATA(probs), PyArray_DATA(ctx), PyArray_DATA(a.query), CT_DATA(a.kv),
-                PyArray_DATA(a.w_in), CT_DATA(a.b_in), PyArray_DATA(a.wo), CT_DATA(a.bo), &a.opts,
-                s);
+    int status = 0;
+    CT_DISPATCH_STATUS(status, a.t, mha_packed_forward, PyArray_DATA(out), PyArray_DATA(pq),
+                       CT_DATA(pkv), PyArray_DATA(probs), PyArray_DATA(ctx), PyArray_DATA(a.query),
+                       CT_DATA(a.kv), PyArray_DATA(a.w_in), CT_DATA(a.b_in), PyArray_DATA(a.wo),
+                       CT_DATA(a.bo), &a.opts, s);
+    if (status) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     PyObject *ret = Py_BuildValue("(OOOOO)", (PyObject *)out, (PyObject *)pq,
                                   pkv ? (PyObject *)pkv : Py_None, (PyObject *)probs,
                                   (PyObject *)ctx);

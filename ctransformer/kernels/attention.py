@@ -176,7 +176,7 @@ class PackedSaved(NamedTuple):
     """What :func:`mha_packed_backward` needs from :func:`mha_packed_forward`."""
     proj_q: np.ndarray             # token rows x 3E ([q | k | v], self-attention) or x E (q)
     proj_kv: Optional[np.ndarray]  # memory token rows x 2E ([k | v]), cross-attention; else None
-    probs: np.ndarray              # (B, H, Tq, Tk) attention weights after dropout
+    probs: np.ndarray              # (B, H, Tq, Tk) attention weights BEFORE dropout
     context: np.ndarray            # heads merged, before the output projection, like query
 
 
@@ -206,7 +206,10 @@ def mha_packed_forward(query: np.ndarray, kv: Optional[np.ndarray], in_proj_weig
     in_proj_bias (3E) or None, out_weight (E, E), out_bias (E) or None; mask
     broadcastable to (B, num_heads, Tq, Tk), bool True = take part, or float
     added.  -> (out like query, saved).  Same maths and dropout mask as
-    :func:`mha_forward`.
+    :func:`mha_forward`, but ``saved.probs`` holds the weights *before*
+    dropout (backward then regenerates the dropout factors instead of
+    recomputing the softmax); the weights after dropout are
+    ``dropout_forward(saved.probs, dropout_p, seed)[0]`` (same counter-based mask).
     """
     out, pq, pkv, probs, ctx = _C.mha_packed_forward(query, kv, in_proj_weight, in_proj_bias, out_weight,
                                                      out_bias, num_heads, kv is None, bool(seq_first), mask,

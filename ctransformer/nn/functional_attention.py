@@ -245,7 +245,10 @@ def _mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: T
     out, saved = K.mha_packed_forward(*args, seq_first=seq_first, **opts)
     attn = None
     if need_weights:
-        attn = saved.probs.mean(axis=1) if average_attn_weights else saved.probs
+        attn = saved.probs  # before dropout: apply the kernel's own mask (same seed, same flat index)
+        if dropout_p > 0:
+            attn = K.dropout_forward(attn, dropout_p, seed)[0]
+        attn = attn.mean(axis=1) if average_attn_weights else attn
     parents = (query, memory, in_w, in_b, out_w, out_b)
 
     def backward(g):
