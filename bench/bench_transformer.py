@@ -277,33 +277,40 @@ def gemm_flops(gemms: list) -> float:
 
 def raw_sgemm_seconds(lib, gemms: list, reps: int) -> float:
     """Seconds raw sgemm needs for all `gemms`: per shape the median of `reps`
-    timed calls (a tight loop of calls for small shapes, minus the ctypes cost
-    of an empty call), times its count."""
+    timings, times its count.  Large shapes: scipy_cblas_sgemm through ctypes.
+    The small per-(batch, head) attention shapes (microseconds each, no more
+    than the ctypes call itself): a C loop of the same sgemm calls
+    (ctransformer.kernels.bmm_forward, linear.c), timed as non-transposed
+    products of the same sizes."""
+    import ctransformer.kernels as K
     rng = np.random.default_rng(0)
-    empty = np.zeros(1, np.float32)
     fn = lib.scipy_cblas_sgemm
-    t0 = time.perf_counter()
-    for _ in range(2000):
-        fn(CBLAS_ROW_MAJOR, NT, NT, 0, 0, 0, 1.0, empty.ctypes.data, 1, empty.ctypes.data, 1, 0.0,
-           empty.ctypes.data, 1)
-    call_cost = (time.perf_counter() - t0) / 2000
     total = 0.0
     for ta, tb, m, n, k, count in gemms:
+        if m * n * k < 2 ** 18 and count >= 64:
+            batch = min(count, 256)
+            a = rng.standard_normal((batch, m, k)).astype(np.float32)
+            b = rng.standard_normal((batch, k, n)).astype(np.float32)
+            K.bmm_forward(a, b)
+            samples = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                K.bmm_forward(a, b)
+                samples.append((time.perf_counter() - t0) / batch)
+            total += statistics.median(samples) * count
+            continue
         a = rng.standard_normal((k, m) if ta == TR else (m, k)).astype(np.float32)
         b = rng.standard_normal((n, k) if tb == TR else (k, n)).astype(np.float32)
         c = np.zeros((m, n), np.float32)
-        lda, ldb = a.shape[1], b.shape[1]
-        inner = max(1, min(count, int(2e8 // (2 * m * n * k))))  # ~0.2 GFLOP per timing
-        args = (CBLAS_ROW_MAJOR, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 0.0,
+        args = (CBLAS_ROW_MAJOR, ta, tb, m, n, k, 1.0, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], 0.0,
                 c.ctypes.data, n)
         fn(*args)
         samples = []
         for _ in range(reps):
             t0 = time.perf_counter()
-            for _ in range(inner):
-                fn(*args)
-            samples.append((time.perf_counter() - t0) / inner - call_cost)
-        total += max(statistics.median(samples), 1e-9) * count
+            fn(*args)
+            samples.append(time.perf_counter() - t0)
+        total += statistics.median(samples) * count
     return total
 
 
@@ -377,16 +384,24 @@ def current_rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def vm_hwm_mb() -> float:
+    """Peak RSS of this process's own address space (VmHWM, reset by exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def memory_child(which: str, steps: int) -> None:
-    """Run `steps` training steps of config (a) with one library only; print
-    'rss_before peak' in MiB."""
+    """Run `steps` training steps of config (a) with one library only (the other
+    is never imported); print 'rss_before ru_maxrss vm_hwm' in MiB."""
     cfg = CONFIGS["a"]
     if which == "torch":
         import torch as lib
-        lib.set_num_threads(1)
     else:
         lib = ctransformer
-        lib.set_num_threads(1)
+    lib.set_num_threads(1)
     ns = tutorial(lib)
     lib.manual_seed(0)
     args = (cfg["layers"], cfg["layers"], cfg["d_model"], cfg["nhead"], cfg["vocab"], cfg["vocab"], cfg["ff"], 0.1)
@@ -397,17 +412,19 @@ def memory_child(which: str, steps: int) -> None:
     for _ in range(steps):
         step()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{before:.1f} {peak:.1f}")
+    print(f"{before:.1f} {peak:.1f} {vm_hwm_mb():.1f}")
 
 
 def bench_memory(steps: int) -> dict:
+    """Each library in a fresh subprocess.  Run before this process imports
+    torch or builds a model: a child's ru_maxrss starts from the RSS of the
+    process that forked it, so the parent must be smaller than the children."""
     out = {}
     for which in ("ours", "torch"):
         code = MEMORY_CHILD.format(root=os.path.dirname(os.path.abspath(__file__)), which=which, steps=steps)
         env = dict(os.environ, PYTHONPATH=ROOT)
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-        before, peak = map(float, r.stdout.split()[-2:])
-        out[which] = (before, peak)
+        out[which] = tuple(map(float, r.stdout.split()[-3:]))
     return out
 
 
@@ -432,21 +449,24 @@ def bench_training(name: str, warmup: int, reps: int, threads_list, lib_blas) ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small smoke run (config b only, few steps)")
+    ap.add_argument("--quick", action="store_true", help="small smoke run (config b, 10 tokens, few steps)")
     ap.add_argument("--only", default="abcd", help="which parts to run, e.g. 'ac'")
     args = ap.parse_args()
-    import torch
     quick = args.quick
+    parts = "bcd" if quick else args.only
     warmup, reps = (1, 2) if quick else (2, 5)
     threads_list = (1, 2)
+    load_before = os.getloadavg()
+    mem = bench_memory(1 if quick else 3) if "d" in parts else None  # first: see bench_memory
+    import torch
     lib_blas = load_openblas()
     print(f"ctransformer {ctransformer.__version__} ({ctransformer.kernels.blas_config()}), "
-          f"torch {torch.__version__}; batch {BATCH}, lengths {SEQ}; median of {reps} after {warmup} warm-up; "
-          f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    parts = "b" if quick else args.only
+          f"torch {torch.__version__}; batch {BATCH}, lengths {SEQ} (25% padding on average); median of {reps} "
+          f"after {warmup} warm-up, ours and torch interleaved; load average before: "
+          f"{' '.join(f'{x:.2f}' for x in load_before)}")
     hdr = f"{'part':<28} {'thr':>3} {'ours ms':>9} {'torch ms':>9} {'ours/torch':>10}  notes"
-    lines = [hdr, "-" * len(hdr)]
-    print(hdr, flush=True)
+    print(hdr)
+    print("-" * len(hdr), flush=True)
     for name in "ab":
         if name not in parts:
             continue
@@ -455,26 +475,20 @@ def main() -> None:
         target = 0.8 if name == "a" else 0.5
         for n, ours, tor, flops, raw in bench_training(name, warmup, reps, threads_list, lib_blas):
             gf_ours, gf_raw = flops / ours / 1e9, flops / raw / 1e9
-            line = (f"{label:<28} {n:>3} {ours * 1e3:>9.1f} {tor * 1e3:>9.1f} {ours / tor:>10.3f}  "
-                    f"target <= {target}; GEMM {flops / 1e9:.1f} GFLOP: ours {gf_ours:.1f} GFLOP/s, raw sgemm "
-                    f"{gf_raw:.1f} GFLOP/s ({raw * 1e3:.0f} ms) -> {100 * gf_ours / gf_raw:.0f}% (target >= 70%)")
-            print(line, flush=True)
-            lines.append(line)
-    if "c" in parts or quick:
+            print(f"{label:<28} {n:>3} {ours * 1e3:>9.1f} {tor * 1e3:>9.1f} {ours / tor:>10.3f}  "
+                  f"target <= {target}; GEMM {flops / 1e9:.1f} GFLOP: ours {gf_ours:.1f} GFLOP/s, raw sgemm "
+                  f"{gf_raw:.1f} GFLOP/s ({raw * 1e3:.0f} ms) -> {100 * gf_ours / gf_raw:.0f}% (target >= 70%)",
+                  flush=True)
+    if "c" in parts:
         n_tok = 10 if quick else 50
         for n, ours, tor, same, ntok in bench_decode(n_tok, 1 if quick else 3, threads_list):
-            line = (f"{'(c) greedy ' + str(ntok) + ' tok, batch 1':<28} {n:>3} {ours * 1e3:>9.1f} {tor * 1e3:>9.1f} "
-                    f"{ours / tor:>10.3f}  speed-up {tor / ours:.1f}x (target >= 10x); same tokens: {same}")
-            print(line, flush=True)
-            lines.append(line)
-    if "d" in parts or quick:
-        mem = bench_memory(1 if quick else 3)
-        (ob, op), (tb, tp) = mem["ours"], mem["torch"]
-        line = (f"{'(d) peak RSS train (a), MiB':<28} {1:>3} {op:>9.0f} {tp:>9.0f} {op / tp:>10.3f}  "
-                f"target <= 1; before the first step ours {ob:.0f} / torch {tb:.0f}; "
-                f"added by the steps ours {op - ob:.0f} / torch {tp - tb:.0f}")
-        print(line, flush=True)
-        lines.append(line)
+            print(f"{'(c) greedy ' + str(ntok) + ' tok, batch 1':<28} {n:>3} {ours * 1e3:>9.1f} {tor * 1e3:>9.1f} "
+                  f"{ours / tor:>10.3f}  speed-up {tor / ours:.1f}x (target >= 10x); same tokens: {same}", flush=True)
+    if mem is not None:
+        (ob, op, oh), (tb, tp, th) = mem["ours"], mem["torch"]
+        print(f"{'(d) peak RSS train (a), MiB':<28} {1:>3} {op:>9.0f} {tp:>9.0f} {op / tp:>10.3f}  "
+              f"target <= 1 (ru_maxrss; VmHWM ours {oh:.0f} / torch {th:.0f}); before the first step ours "
+              f"{ob:.0f} / torch {tb:.0f}, added by the steps ours {op - ob:.0f} / torch {tp - tb:.0f}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
