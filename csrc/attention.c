@@ -14,6 +14,7 @@
  * live in a per-call scratch of one or two (Tq, Tk) matrices. */
 #ifndef CT_TEMPLATE_PASS
 #include "attention.h"
+#include "fused.h"
 #include "linear.h"
 #define CT_TEMPLATE_FILE "attention.c"
 #include "ct_template.h"
@@ -61,6 +62,39 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
         for (ct_int j = i + 1; j < Tk; j++) row[j] = -INFINITY;
 }
 
+#if CT_DTYPE_IS_F32 && !defined(CT_ATTENTION_EXPF)
+#define CT_ATTENTION_EXPF
+/* e^x for the softmax arguments x = s - max <= 0, written so the loop over a
+ * row vectorises: x = k ln2 + r with |r| <= ln2 / 2 (k rounded with the
+ * 1.5 * 2^23 trick, ln2 split in two for an exact k ln2), e^r by its Taylor
+ * polynomial to r^6 (relative error < 2e-7, about 1 ulp), 2^k written into the
+ * exponent bits.  x < -87 (e^x < 1.7e-38, and -inf) gives 0; NaN gives NaN. */
+static inline float ct_exp_nonpositive(float x)
+{
+    float xc = x < -87.0f ? -87.0f : x;
+    float k = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+    float r = (xc - k * 0.693145752f) - k * 1.42860677e-06f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.66666672e-01f + r * (4.16666679e-02f +
+                     r * (8.33333377e-03f + r * 1.38888892e-03f)))));
+    int32_t bits = ((int32_t)k + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    float e = p * scale;
+    return x < -87.0f ? 0.0f : e;
+}
+#endif
+
+/* row[j] <- e^(row[j] - max) (float: the vectorised ct_exp_nonpositive;
+ * double: the C library's exp). */
+static CT_VECTOR_CLONES void FN(exp_shifted_row)(real *restrict row, real max, ct_int Tk)
+{
+#if CT_DTYPE_IS_F32
+    for (ct_int j = 0; j < Tk; j++) row[j] = ct_exp_nonpositive(row[j] - max);
+#else
+    for (ct_int j = 0; j < Tk; j++) row[j] = EXP(row[j] - max);
+#endif
+}
+
 /* In-place softmax of one row.  A row whose every score is -inf (every key
  * masked) becomes all zeros rather than 0/0 = NaN; NaN scores still give NaN. */
 static void FN(softmax_row)(real *row, ct_int Tk)
@@ -75,37 +109,45 @@ static void FN(softmax_row)(real *row, ct_int Tk)
         memset(row, 0, (size_t)Tk * sizeof(real));
         return;
     }
+    FN(exp_shifted_row)(row, max, Tk);
     acc_t sum = 0;
-    for (ct_int j = 0; j < Tk; j++) {
-        row[j] = EXP(row[j] - max);
-        sum += row[j];
-    }
+    for (ct_int j = 0; j < Tk; j++) sum += row[j];
     real inv = (real)(1.0 / sum);
     for (ct_int j = 0; j < Tk; j++) row[j] *= inv;
 }
 
-/* Dropout factor of weight `flat` (see ct_attn_opts): 0 or 1 / (1 - p). */
-static real FN(dropout_factor)(const ct_attn_opts *o, uint64_t flat)
-{
-    if (o->dropout_p >= 1) return 0;
-    if (ct_random_uniform(o->seed, flat) < o->dropout_p) return 0;
-    return (real)(1.0 / (1.0 - o->dropout_p));
-}
-
-/* Multiply the weights of slice (b, h) by their dropout factors. */
+/* Multiply the weights of slice (b, h) by their dropout factors: weight
+ * `flat` (see ct_attn_opts) is dropped (factor 0) when
+ * ct_random_uniform(seed, flat) < p, else scaled by 1 / (1 - p). */
 static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
 {
-    if (o->dropout_p <= 0) return;
+    double p = o->dropout_p;
+    if (p <= 0) return;
+    real keep = p >= 1 ? (real)0 : (real)(1.0 / (1.0 - p));
     uint64_t base = (uint64_t)bh * (uint64_t)(Tq * Tk);
-    for (ct_int n = 0; n < Tq * Tk; n++) P[n] *= FN(dropout_factor)(o, base + (uint64_t)n);
+    for (ct_int n = 0; n < Tq * Tk; n++)
+        P[n] *= ct_random_uniform(o->seed, base + (uint64_t)n) < p ? (real)0 : keep;
 }
 
+/* Where the slices of one (b, h) live: row i of Q at q + i * ldq (Dh elements),
+ * row j of K at k + j * ldk, row j of V at v + j * ldv (Dv elements). */
+typedef struct {
+    const real *q, *k, *v;
+    ct_int ldq, ldk, ldv;
+} FN(head_in);
+
+/* Gradient slices of one (b, h), laid out as FN(head_in); accumulated into. */
+typedef struct {
+    real *dq, *dk, *dv;
+    ct_int ldq, ldk, ldv;
+} FN(head_grad);
+
 /* head_probs: weights of slice (b, h) before dropout
- *   q (Tq, Dh), k (Tk, Dh) contiguous -> P (Tq, Tk) = softmax(scale q k^T + mask) */
-static void FN(head_probs)(real *P, const real *q, const real *k, const ct_attn_opts *o,
-                           ct_int b, ct_int h, ct_int Tq, ct_int Tk, ct_int Dh)
+ *   q (Tq, Dh), k (Tk, Dh) as in x -> P (Tq, Tk) = softmax(scale q k^T + mask) */
+static void FN(head_probs)(real *P, const FN(head_in) *x, const ct_attn_opts *o, ct_int b,
+                           ct_int h, ct_int Tq, ct_int Tk, ct_int Dh)
 {
-    FN(gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dh, (real)o->scale, q, Dh, k, Dh, 0, P, Tk);
+    FN(gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dh, (real)o->scale, x->q, x->ldq, x->k, x->ldk, 0, P, Tk);
     for (ct_int i = 0; i < Tq; i++) {
         FN(mask_scores_row)(P + i * Tk, o, b, h, i, Tk);
         FN(softmax_row)(P + i * Tk, Tk);
@@ -113,15 +155,22 @@ static void FN(head_probs)(real *P, const real *q, const real *k, const ct_attn_
 }
 
 /* head_forward: one (b, h) slice
- *   q (Tq, Dh), k (Tk, Dh), v (Tk, Dv) contiguous
- *   probs (Tq, Tk) <- dropout(softmax(...));  out (Tq, Dv), row stride ld_out, <- probs v */
-static void FN(head_forward)(real *out, ct_int ld_out, real *probs, const real *q, const real *k,
-                             const real *v, const ct_attn_opts *o, ct_int b, ct_int h, ct_int H,
-                             ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
+ *   q (Tq, Dh), k (Tk, Dh), v (Tk, Dv) as in x;  out (Tq, Dv), row stride ld_out, <- Pd v
+ *   dropped NULL:  probs (Tq, Tk) <- Pd = dropout(softmax(...))
+ *   dropped given: probs <- P = softmax(...) (before dropout), Pd built in dropped (Tq, Tk)
+ *                  (so backward needs no recomputation of P) */
+static void FN(head_forward)(real *out, ct_int ld_out, real *probs, real *dropped,
+                             const FN(head_in) *x, const ct_attn_opts *o, ct_int b, ct_int h,
+                             ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
 {
-    FN(head_probs)(probs, q, k, o, b, h, Tq, Tk, Dh);
-    FN(dropout_slice)(probs, o, b * H + h, Tq, Tk);
-    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, probs, Tk, v, Dv, 0, out, ld_out);
+    FN(head_probs)(probs, x, o, b, h, Tq, Tk, Dh);
+    const real *Pd = probs;
+    if (o->dropout_p > 0 && dropped != NULL) {
+        memcpy(dropped, probs, (size_t)(Tq * Tk) * sizeof(real));
+        Pd = dropped;
+    }
+    FN(dropout_slice)((real *)Pd, o, b * H + h, Tq, Tk);
+    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
 }
 
 /* Scratch of one backward call: dP and, with dropout, the recomputed P. */
@@ -137,6 +186,7 @@ static int FN(scratch_alloc)(FN(head_scratch) *s, const ct_attn_opts *o, ct_int 
     if (s->dP == NULL || (o->dropout_p > 0 && s->P == NULL)) {
         free(s->dP);
         free(s->P);
+        s->dP = s->P = NULL;
         return -1;
     }
     return 0;
@@ -160,31 +210,44 @@ static void FN(softmax_backward_rows)(real *dP, const real *P, ct_int Tq, ct_int
     }
 }
 
-/* head_backward: one (b, h) slice (accumulates)
- *   dout (Tq, Dv) row stride ld_dout; q, k, v, probs contiguous as in head_forward
- *   dq (Tq, Dh), dk (Tk, Dh) row stride ld_dqk;  dv (Tk, Dv) row stride ld_dv */
-static void FN(head_backward)(real *dq, real *dk, ct_int ld_dqk, real *dv, ct_int ld_dv,
-                              const real *dout, ct_int ld_dout, const real *q, const real *k,
-                              const real *v, const real *probs, FN(head_scratch) *s,
-                              const ct_attn_opts *o, ct_int b, ct_int h, ct_int H, ct_int Tq,
-                              ct_int Tk, ct_int Dh, ct_int Dv)
+/* head_backward: one (b, h) slice (accumulates into g)
+ *   dout (Tq, Dv) row stride ld_dout; x as in head_forward; probs as head_forward saved
+ *   them: after dropout (probs_raw = 0) or before (probs_raw = 1) */
+static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int ld_dout,
+                              const FN(head_in) *x, const real *probs, int probs_raw,
+                              FN(head_scratch) *s, const ct_attn_opts *o, ct_int b, ct_int h,
+                              ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
 {
     real scale = (real)o->scale;
+    int drop = o->dropout_p > 0;
+    const real *P = probs, *Pd = probs;
+    if (drop && probs_raw) { /* Pd = P times the dropout factors (regenerated from the seed) */
+        memcpy(s->P, probs, (size_t)(Tq * Tk) * sizeof(real));
+        FN(dropout_slice)(s->P, o, b * H + h, Tq, Tk);
+        Pd = s->P;
+    }
     /* dV += Pd^T dO;  dPd = dO V^T */
-    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, probs, Tk, dout, ld_dout, 1, dv, ld_dv);
-    FN(gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dv, 1, dout, ld_dout, v, Dv, 0, s->dP, Tk);
-    const real *P = probs;
-    if (o->dropout_p > 0) {
-        /* The dropped weights are gone from probs: recompute P, and carry dPd
-         * back through the same dropout factors (regenerated from the seed). */
-        FN(head_probs)(s->P, q, k, o, b, h, Tq, Tk, Dh);
-        FN(dropout_slice)(s->dP, o, b * H + h, Tq, Tk);
+    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, 1, g->dv, g->ldv);
+    FN(gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
+    if (drop && !probs_raw) {
+        /* The dropped weights are gone from probs: recompute P. */
+        FN(head_probs)(s->P, x, o, b, h, Tq, Tk, Dh);
         P = s->P;
     }
+    /* dP = dPd through the same dropout factors */
+    if (drop) FN(dropout_slice)(s->dP, o, b * H + h, Tq, Tk);
     FN(softmax_backward_rows)(s->dP, P, Tq, Tk);
     /* dQ += scale dS K;  dK += scale dS^T Q */
-    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, k, Dh, 1, dq, ld_dqk);
-    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dh, Tq, scale, s->dP, Tk, q, Dh, 1, dk, ld_dqk);
+    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, 1, g->dq, g->ldq);
+    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dh, Tq, scale, s->dP, Tk, x->q, x->ldq, 1, g->dk, g->ldk);
+}
+
+/* The contiguous slices of (b, h) in (B, H, T, D) arrays. */
+static FN(head_in) FN(contiguous_in)(const real *q, const real *k, const real *v, ct_int bh,
+                                     ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
+{
+    FN(head_in) x = {q + bh * Tq * Dh, k + bh * Tk * Dh, v + bh * Tk * Dv, Dh, Dh, Dv};
+    return x;
 }
 
 /* sdpa_forward
@@ -197,8 +260,9 @@ void FN(sdpa_forward)(real *out, real *probs, const real *q, const real *k, cons
     for (ct_int b = 0; b < B; b++)
         for (ct_int h = 0; h < H; h++) {
             ct_int bh = b * H + h;
-            FN(head_forward)(out + bh * Tq * Dv, Dv, probs + bh * Tq * Tk, q + bh * Tq * Dh,
-                             k + bh * Tk * Dh, v + bh * Tk * Dv, opts, b, h, H, Tq, Tk, Dh, Dv);
+            FN(head_in) x = FN(contiguous_in)(q, k, v, bh, Tq, Tk, Dh, Dv);
+            FN(head_forward)(out + bh * Tq * Dv, Dv, probs + bh * Tq * Tk, NULL, &x, opts, b, h, H, Tq,
+                             Tk, Dh, Dv);
         }
 }
 
@@ -215,10 +279,10 @@ int FN(sdpa_backward)(real *dq, real *dk, real *dv, const real *dout, const real
     for (ct_int b = 0; b < B; b++)
         for (ct_int h = 0; h < H; h++) {
             ct_int bh = b * H + h;
-            FN(head_backward)(dq + bh * Tq * Dh, dk + bh * Tk * Dh, Dh, dv + bh * Tk * Dv, Dv,
-                              dout + bh * Tq * Dv, Dv, q + bh * Tq * Dh, k + bh * Tk * Dh,
-                              v + bh * Tk * Dv, probs + bh * Tq * Tk, &s, opts, b, h, H, Tq, Tk,
-                              Dh, Dv);
+            FN(head_in) x = FN(contiguous_in)(q, k, v, bh, Tq, Tk, Dh, Dv);
+            FN(head_grad) g = {dq + bh * Tq * Dh, dk + bh * Tk * Dh, dv + bh * Tk * Dv, Dh, Dh, Dv};
+            FN(head_backward)(&g, dout + bh * Tq * Dv, Dv, &x, probs + bh * Tq * Tk, 0, &s, opts, b, h,
+                              H, Tq, Tk, Dh, Dv);
         }
     FN(scratch_free)(&s);
     return 0;
@@ -264,9 +328,9 @@ int FN(mha_forward)(real *out, real *qh, real *kh, real *vh, real *probs, real *
     for (ct_int b = 0; b < B; b++)
         for (ct_int h = 0; h < H; h++) {
             ct_int bh = b * H + h;
-            FN(head_forward)(ctx + b * Tq * E + h * Dh, E, probs + bh * Tq * Tk,
-                             qh + bh * Tq * Dh, kh + bh * Tk * Dh, vh + bh * Tk * Dh, opts, b, h,
-                             H, Tq, Tk, Dh, Dh);
+            FN(head_in) x = FN(contiguous_in)(qh, kh, vh, bh, Tq, Tk, Dh, Dh);
+            FN(head_forward)(ctx + b * Tq * E + h * Dh, E, probs + bh * Tq * Tk, NULL, &x, opts, b, h, H,
+                             Tq, Tk, Dh, Dh);
         }
     FN(linear_forward)(out, ctx, w->wo, w->bo, B * Tq, E, E);
     return 0;
@@ -315,16 +379,17 @@ int FN(mha_backward)(const FN(mha_grads) *g, const real *dout, const real *query
         return -1;
     }
     /* out = ctx wo^T + bo:  dctx = dout wo, dwo += dout^T ctx, dbo += colsum(dout) */
-    memset(s.dctx, 0, (size_t)(B * Tq * E) * sizeof(real));
-    FN(linear_backward)(s.dctx, g->dwo, g->dbo, dout, ctx, w->wo, B * Tq, E, E, 1);
+    FN(linear_backward)(s.dctx, NULL, NULL, dout, ctx, w->wo, B * Tq, E, E, 0);
+    FN(linear_backward)(NULL, g->dwo, g->dbo, dout, ctx, w->wo, B * Tq, E, E, 1);
     /* Heads: read dctx and write dq, dk, dv straight in the merged layout (row stride E). */
     for (ct_int b = 0; b < B; b++)
         for (ct_int h = 0; h < H; h++) {
             ct_int bh = b * H + h;
-            FN(head_backward)(s.dqm + b * Tq * E + h * Dh, s.dkm + b * Tk * E + h * Dh, E,
-                              s.dvm + b * Tk * E + h * Dh, E, s.dctx + b * Tq * E + h * Dh, E,
-                              qh + bh * Tq * Dh, kh + bh * Tk * Dh, vh + bh * Tk * Dh,
-                              probs + bh * Tq * Tk, &hs, opts, b, h, H, Tq, Tk, Dh, Dh);
+            FN(head_in) x = FN(contiguous_in)(qh, kh, vh, bh, Tq, Tk, Dh, Dh);
+            FN(head_grad) hg = {s.dqm + b * Tq * E + h * Dh, s.dkm + b * Tk * E + h * Dh,
+                                s.dvm + b * Tk * E + h * Dh, E, E, E};
+            FN(head_backward)(&hg, s.dctx + b * Tq * E + h * Dh, E, &x, probs + bh * Tq * Tk, 0, &hs,
+                              opts, b, h, H, Tq, Tk, Dh, Dh);
         }
     /* The three input projections. */
     FN(linear_backward)(g->dquery, g->dwq, g->dbq, s.dqm, query, w->wq, B * Tq, E, E, 1);
@@ -333,6 +398,140 @@ int FN(mha_backward)(const FN(mha_grads) *g, const real *dout, const real *query
     FN(scratch_free)(&hs);
     FN(mha_scratch_free)(&s);
     return 0;
+}
+
+/* ---- packed multi-head attention (the nn layers' path) -------------------
+ * torch's packed in_proj_weight [wq; wk; wv] (3E, E): self-attention projects
+ * its input once into qkv (rows, 3E) (one GEMM); cross-attention projects the
+ * query into q (rows, E) and the memory into kv (rows, 2E).  The heads are
+ * read and written in place through leading dimensions (no split/merge
+ * copies), in either token layout: token (b, t) is row b*T + t of a batch-first
+ * (B, T, E) array, row t*B + b of a sequence-first (T, B, E) one. */
+
+/* First row of batch b and the row step between its consecutive tokens. */
+static ct_int FN(row0)(const ct_mha_shape *s, ct_int b, ct_int T)
+{
+    return s->seq_first ? b : b * T;
+}
+
+static ct_int FN(row_step)(const ct_mha_shape *s)
+{
+    return s->seq_first ? s->B : 1;
+}
+
+/* Views of the projections: q, k, v base pointers and row strides. */
+typedef struct {
+    const real *q, *k, *v;
+    ct_int ldq, ldkv;
+} FN(packed_views);
+
+static FN(packed_views) FN(packed_views_of)(const real *proj_q, const real *proj_kv,
+                                            const ct_mha_shape *s)
+{
+    ct_int E = s->E;
+    FN(packed_views) p;
+    if (s->self_attn) {
+        p.q = proj_q, p.k = proj_q + E, p.v = proj_q + 2 * E, p.ldq = p.ldkv = 3 * E;
+    } else {
+        p.q = proj_q, p.k = proj_kv, p.v = proj_kv + E, p.ldq = E, p.ldkv = 2 * E;
+    }
+    return p;
+}
+
+/* The (b, h) slices inside the packed projections. */
+static FN(head_in) FN(packed_in)(const FN(packed_views) *p, const ct_mha_shape *s, ct_int b,
+                                 ct_int h)
+{
+    ct_int Dh = s->E / s->H, step = FN(row_step)(s);
+    ct_int rq = FN(row0)(s, b, s->Tq), rk = FN(row0)(s, b, s->Tk);
+    FN(head_in) x = {p->q + rq * p->ldq + h * Dh, p->k + rk * p->ldkv + h * Dh,
+                     p->v + rk * p->ldkv + h * Dh, step * p->ldq, step * p->ldkv, step * p->ldkv};
+    return x;
+}
+
+/* mha_packed_forward
+ *   xq (B*Tq token rows, E); xkv (B*Tk rows, E), unused for self-attention
+ *   w_in (3E, E), b_in (3E) or NULL; wo (E, E), bo (E) or NULL
+ *   out (B*Tq rows, E) = ctx wo^T + bo, rows in the layout of xq
+ *   saved: proj_q (rows, 3E) for self-attention [q | k | v], else (rows, E);
+ *   proj_kv (B*Tk rows, 2E) [k | v] for cross-attention (unused for self);
+ *   probs (B, H, Tq, Tk) the weights BEFORE dropout (backward regenerates the dropout
+ *   factors from the seed instead of recomputing P); ctx (B*Tq rows, E) the merged heads.
+ *   Returns 0, or -1 when the (Tq, Tk) dropout scratch cannot be allocated. */
+int FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs, real *ctx,
+                            const real *xq, const real *xkv, const real *w_in, const real *b_in,
+                            const real *wo, const real *bo, const ct_attn_opts *o,
+                            const ct_mha_shape *s)
+{
+    ct_int B = s->B, Tq = s->Tq, Tk = s->Tk, E = s->E, H = s->H, Dh = E / H;
+    if (s->self_attn) {
+        FN(linear_forward)(proj_q, xq, w_in, b_in, B * Tq, E, 3 * E);
+    } else {
+        FN(linear_forward)(proj_q, xq, w_in, b_in, B * Tq, E, E);
+        FN(linear_forward)(proj_kv, xkv, w_in + E * E, b_in ? b_in + E : NULL, B * Tk, E, 2 * E);
+    }
+    real *dropped = malloc((size_t)CT_MAX(Tq * Tk, 1) * sizeof(real));
+    if (dropped == NULL) return -1;
+    FN(packed_views) p = FN(packed_views_of)(proj_q, proj_kv, s);
+    ct_int step = FN(row_step)(s);
+    for (ct_int b = 0; b < B; b++)
+        for (ct_int h = 0; h < H; h++) {
+            FN(head_in) x = FN(packed_in)(&p, s, b, h);
+            real *c = ctx + FN(row0)(s, b, Tq) * E + h * Dh;
+            FN(head_forward)(c, step * E, probs + (b * H + h) * Tq * Tk, dropped, &x, o, b, h, H,
+                             Tq, Tk, Dh, Dh);
+        }
+    free(dropped);
+    FN(linear_forward)(out, ctx, wo, bo, B * Tq, E, E);
+    return 0;
+}
+
+/* mha_packed_backward (accumulates into every gradient given; NULL ones are skipped)
+ *   dout (B*Tq rows, E); everything else as saved by mha_packed_forward with the same opts
+ *   dxq (rows, E), dxkv (B*Tk rows, E) (cross-attention only), dw_in (3E, E),
+ *   db_in (3E), dwo (E, E), dbo (E).
+ *   The projections' backward skips token rows whose gradient is all zero (padding:
+ *   see rows_linear_backward in fused.c).
+ *   Returns 0, or -1 when the scratch cannot be allocated. */
+int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, real *dwo, real *dbo,
+                            const real *dout, const real *xq, const real *xkv, const real *w_in,
+                            const real *wo, const real *proj_q, const real *proj_kv,
+                            const real *probs, const real *ctx, const ct_attn_opts *o,
+                            const ct_mha_shape *s)
+{
+    ct_int B = s->B, Tq = s->Tq, Tk = s->Tk, E = s->E, H = s->H, Dh = E / H;
+    ct_int Nq = B * Tq, Nk = B * Tk, wq_cols = s->self_attn ? 3 * E : E;
+    real *dctx = calloc((size_t)CT_MAX(Nq * E, 1), sizeof(real));
+    real *dq = calloc((size_t)CT_MAX(Nq * wq_cols, 1), sizeof(real));
+    real *dkv = s->self_attn ? NULL : calloc((size_t)CT_MAX(Nk * 2 * E, 1), sizeof(real));
+    FN(head_scratch) hs = {NULL, NULL};
+    int status = -1;
+    if (!dctx || !dq || (!s->self_attn && !dkv) || FN(scratch_alloc)(&hs, o, Tq, Tk)) goto done;
+    /* out = ctx wo^T + bo:  dctx = dout wo, dwo += dout^T ctx, dbo += colsum(dout) */
+    if (FN(rows_linear_backward)(dctx, dwo, dbo, dout, ctx, wo, Nq, E, E)) goto done;
+    /* Heads: gradients of q, k, v land in the packed layout of the projections. */
+    FN(packed_views) p = FN(packed_views_of)(proj_q, proj_kv, s);
+    FN(packed_views) dp = FN(packed_views_of)(dq, dkv, s);
+    ct_int step = FN(row_step)(s);
+    for (ct_int b = 0; b < B && Tq * Tk > 0; b++)
+        for (ct_int h = 0; h < H; h++) {
+            FN(head_in) x = FN(packed_in)(&p, s, b, h), dx = FN(packed_in)(&dp, s, b, h);
+            FN(head_grad) g = {(real *)dx.q, (real *)dx.k, (real *)dx.v, dx.ldq, dx.ldk, dx.ldv};
+            const real *dc = dctx + FN(row0)(s, b, Tq) * E + h * Dh;
+            FN(head_backward)(&g, dc, step * E, &x, probs + (b * H + h) * Tq * Tk, 1, &hs, o, b, h,
+                              H, Tq, Tk, Dh, Dh);
+        }
+    /* The input projections: one GEMM per operand for all of q, k, v. */
+    if (FN(rows_linear_backward)(dxq, dw_in, db_in, dq, xq, w_in, Nq, E, wq_cols)) goto done;
+    if (!s->self_attn &&
+        FN(rows_linear_backward)(dxkv, dw_in ? dw_in + E * E : NULL, db_in ? db_in + E : NULL,
+                                 dkv, xkv, w_in + E * E, Nk, E, 2 * E))
+        goto done;
+    status = 0;
+done:
+    FN(scratch_free)(&hs);
+    free(dctx), free(dq), free(dkv);
+    return status;
 }
 
 /* positional_encoding

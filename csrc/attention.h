@@ -34,6 +34,15 @@ typedef struct {
     double dropout_p;
     uint64_t seed;
 } ct_attn_opts;
+
+/* Shape and token layout of packed multi-head attention (mha_packed_*).
+ *   seq_first  activations are (T, B, E) (torch's batch_first=False), else (B, T, E)
+ *   self_attn  keys and values are projected from the query input (one (3E) projection);
+ *              otherwise from a second input, the memory (cross-attention, key = value) */
+typedef struct {
+    ct_int B, Tq, Tk, E, H;
+    int seq_first, self_attn;
+} ct_mha_shape;
 #endif
 
 #ifndef CT_TEMPLATE_PASS
@@ -72,5 +81,14 @@ int FN(mha_backward)(const FN(mha_grads) *g, const real *dout, const real *query
                      const real *qh, const real *kh, const real *vh, const real *probs,
                      const real *ctx, const ct_attn_opts *opts, ct_int B, ct_int Tq, ct_int Tk,
                      ct_int E, ct_int Ek, ct_int Ev, ct_int H);
+int FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs, real *ctx,
+                           const real *xq, const real *xkv, const real *w_in, const real *b_in,
+                            const real *wo, const real *bo, const ct_attn_opts *o,
+                            const ct_mha_shape *s);
+int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, real *dwo, real *dbo,
+                            const real *dout, const real *xq, const real *xkv, const real *w_in,
+                            const real *wo, const real *proj_q, const real *proj_kv,
+                            const real *probs, const real *ctx, const ct_attn_opts *o,
+                            const ct_mha_shape *s);
 void FN(positional_encoding)(real *pe, ct_int max_len, ct_int d_model);
 #endif

@@ -14,9 +14,36 @@
  *     out = sum_j p_j v_j */
 #ifndef CT_TEMPLATE_PASS
 #include "decode.h"
+#include "linear.h"
 #define CT_TEMPLATE_FILE "decode.c"
 #include "ct_template.h"
 #else
+
+#if CT_DTYPE_IS_F32
+#define CT_GEMV CT_BLAS(cblas_sgemv)
+#else
+#define CT_GEMV CT_BLAS(cblas_dgemv)
+#endif
+
+/* decode_linear: the Linear layers of one decoding step (a few rows)
+ *   x (M, K), w (N, K), bias (N) or NULL  ->  out (M, N) = x w^T + bias
+ * A single row is a matrix-vector product that streams every weight once:
+ * GEMV reads them at about twice the bandwidth of a one-row GEMM, and the
+ * step's time is that read.  Several rows use the GEMM (one pass for all). */
+void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias, ct_int M,
+                       ct_int K, ct_int N)
+{
+    if (M != 1 || K == 0 || N == 0) {
+        FN(linear_forward)(out, x, w, bias, M, K, N);
+        return;
+    }
+    real beta = 0;
+    if (bias != NULL) {
+        memcpy(out, bias, (size_t)N * sizeof(real));
+        beta = 1;
+    }
+    CT_GEMV(CT_ROWMAJOR, CT_NOTRANS, (int)N, (int)K, 1, w, (int)K, x, 1, beta, out, 1);
+}
 
 /* kv_cache_append (in place)
  *   cache_k (B, H, Tmax, Dh), cache_v (B, H, Tmax, Dv)
@@ -113,4 +140,5 @@ void FN(cache_reorder)(real *out, const real *cache, const int64_t *rows, ct_int
             memcpy(out + (i * H + h) * Tmax * D, cache + (rows[i] * H + h) * Tmax * D, slab);
 }
 
+#undef CT_GEMV
 #endif

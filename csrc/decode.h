@@ -6,6 +6,8 @@
 #define CT_TEMPLATE_FILE "decode.h"
 #include "ct_template.h"
 #else
+void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias, ct_int M,
+                       ct_int K, ct_int N);
 void FN(kv_cache_append)(real *cache_k, real *cache_v, const real *k_t, const real *v_t,
                          const int64_t *pos, ct_int B, ct_int H, ct_int Tmax, ct_int Dh,
                          ct_int Dv);

@@ -1,9 +1,18 @@
 /* fused.c - the element-wise pieces of a Transformer block fused into one pass:
  *   bias_act:       out = act(inp + bias)            (feed-forward: Linear without bias, then this)
  *   add_layernorm:  out = LayerNorm(inp + residual)  (post-norm residual connection)
- * Backward recomputes inp + bias / inp + residual instead of storing it. */
+ * Backward recomputes inp + bias / inp + residual instead of storing it.
+ *
+ * And the backward passes that skip token rows whose gradient is exactly zero
+ * (padding positions: the loss ignores them and masked attention never reads
+ * them, so whole rows of the gradient are 0 through every layer):
+ *   rows_linear_backward:  linear_backward over the live rows only
+ *   ff_backward:           the whole feed-forward block over the live rows only
+ * A row is skipped only when its gradient is all zeros and its saved inputs
+ * are finite, so the result equals the dense computation (0 * NaN is NaN). */
 #ifndef CT_TEMPLATE_PASS
 #include "fused.h"
+#include "linear.h"
 #define CT_TEMPLATE_FILE "fused.c"
 #include "ct_template.h"
 #else
@@ -47,35 +56,100 @@ void FN(bias_act_forward)(real *out, const real *inp, const real *bias, int act,
         }
 }
 
+/* One row of relu backward: dz = dout where z = inp + bias > 0 (0 where z <= 0, NaN z
+ * passes dout through, as torch's threshold_backward); dinp += dz; dbias += dz. */
+static CT_VECTOR_CLONES void FN(relu_backward_row)(real *restrict dinp, real *restrict dbias,
+                                                   const real *restrict dout,
+                                                   const real *restrict inp,
+                                                   const real *restrict bias, ct_int N)
+{
+    if (bias != NULL && dbias != NULL) {
+        for (ct_int n = 0; n < N; n++) {
+            real dz = inp[n] + bias[n] <= 0 ? (real)0 : dout[n];
+            dinp[n] += dz;
+            dbias[n] += dz;
+        }
+    } else if (bias != NULL) {
+        for (ct_int n = 0; n < N; n++) dinp[n] += inp[n] + bias[n] <= 0 ? (real)0 : dout[n];
+    } else {
+        for (ct_int n = 0; n < N; n++) {
+            real dz = inp[n] <= 0 ? (real)0 : dout[n];
+            dinp[n] += dz;
+            if (dbias) dbias[n] += dz;
+        }
+    }
+}
+
+/* One row of the gelu backward: dz = dout act'(inp + bias); dinp += dz; dbias += dz. */
+static void FN(act_backward_row)(real *dinp, real *dbias, const real *dout, const real *inp,
+                                 const real *bias, int act, ct_int N)
+{
+    for (ct_int n = 0; n < N; n++) {
+        real dz = dout[n] * FN(act_slope)(inp[n] + (bias ? bias[n] : 0), act);
+        dinp[n] += dz;
+        if (dbias) dbias[n] += dz;
+    }
+}
+
 /* bias_act_backward (accumulates)
  *   dout (M, N);  dinp (M, N) += dout act'(inp + bias);  dbias (N) += column sums of that
  *   (dbias skipped when NULL) */
 void FN(bias_act_backward)(real *dinp, real *dbias, const real *dout, const real *inp,
                            const real *bias, int act, ct_int M, ct_int N)
 {
-    for (ct_int m = 0; m < M; m++)
-        for (ct_int n = 0; n < N; n++) {
-            real z = inp[m * N + n] + (bias ? bias[n] : 0);
-            real dz = dout[m * N + n] * FN(act_slope)(z, act);
-            dinp[m * N + n] += dz;
-            if (dbias) dbias[n] += dz;
-        }
+    for (ct_int m = 0; m < M; m++) {
+        if (act == CT_ACT_RELU)
+            FN(relu_backward_row)(dinp + m * N, dbias, dout + m * N, inp + m * N, bias, N);
+        else
+            FN(act_backward_row)(dinp + m * N, dbias, dout + m * N, inp + m * N, bias, act, N);
+    }
 }
 
+/* Sums in double over n < N of f(n), with eight independent partial sums so
+ * the additions pipeline (and vectorise); the order differs from a plain
+ * loop only in double rounding. */
+#define CT_SUM8(result, N, term)                                               \
+    do {                                                                       \
+        acc_t part_[8] = {0, 0, 0, 0, 0, 0, 0, 0};                             \
+        ct_int n = 0;                                                          \
+        for (; n + 8 <= (N); n += 8)                                           \
+            for (int l_ = 0; l_ < 8; l_++) {                                   \
+                ct_int k = n + l_;                                             \
+                part_[l_] += (term);                                           \
+            }                                                                  \
+        acc_t tail_ = 0;                                                       \
+        for (ct_int k = n; k < (N); k++) tail_ += (term);                      \
+        result = ((part_[0] + part_[4]) + (part_[1] + part_[5])) +             \
+                 ((part_[2] + part_[6]) + (part_[3] + part_[7])) + tail_;      \
+    } while (0)
+
 /* Mean and 1/sqrt(biased variance + eps) of row h = inp + residual (two passes, in double). */
-static void FN(row_stats)(const real *inp, const real *residual, double eps, ct_int N,
-                          real *mean, real *rstd)
+static CT_VECTOR_CLONES void FN(row_stats)(const real *restrict inp, const real *restrict residual,
+                                           double eps, ct_int N, real *mean, real *rstd)
 {
-    acc_t sum = 0, sq = 0;
-    for (ct_int n = 0; n < N; n++) sum += (acc_t)inp[n] + residual[n];
+    acc_t sum, sq;
+    CT_SUM8(sum, N, (acc_t)inp[k] + (acc_t)residual[k]);
     acc_t mu = N > 0 ? sum / (acc_t)N : 0;
-    for (ct_int n = 0; n < N; n++) {
-        acc_t d = (acc_t)inp[n] + residual[n] - mu;
-        sq += d * d;
-    }
+    CT_SUM8(sq, N, ((acc_t)inp[k] + (acc_t)residual[k] - mu) * ((acc_t)inp[k] + (acc_t)residual[k] - mu));
     acc_t var = N > 0 ? sq / (acc_t)N : 0;
     *mean = (real)mu;
     *rstd = (real)(1.0 / sqrt(var + eps));
+}
+
+/* out = (inp + residual - mean) rstd weight + bias over one row (weight/bias NULL: 1 / 0). */
+static CT_VECTOR_CLONES void FN(normalize_row)(real *restrict out, const real *restrict x,
+                                               const real *restrict r, const real *restrict weight,
+                                               const real *restrict bias, real mean, real rstd,
+                                               ct_int N)
+{
+    if (weight != NULL && bias != NULL) {
+        for (ct_int n = 0; n < N; n++) out[n] = (x[n] + r[n] - mean) * rstd * weight[n] + bias[n];
+        return;
+    }
+    for (ct_int n = 0; n < N; n++) {
+        real xhat = (x[n] + r[n] - mean) * rstd;
+        out[n] = xhat * (weight ? weight[n] : 1) + (bias ? bias[n] : 0);
+    }
 }
 
 /* add_layernorm_forward
@@ -88,11 +162,46 @@ void FN(add_layernorm_forward)(real *out, real *mean, real *rstd, const real *in
     for (ct_int m = 0; m < M; m++) {
         const real *x = inp + m * N, *r = residual + m * N;
         FN(row_stats)(x, r, eps, N, mean + m, rstd + m);
-        for (ct_int n = 0; n < N; n++) {
-            real xhat = (x[n] + r[n] - mean[m]) * rstd[m];
-            out[m * N + n] = xhat * (weight ? weight[n] : 1) + (bias ? bias[n] : 0);
-        }
+        FN(normalize_row)(out + m * N, x, r, weight, bias, mean[m], rstd[m], N);
     }
+}
+
+/* One row of add_layernorm_backward, with g = dout weight and xhat = (h - mean) rstd:
+ *   dweight += dout xhat;  dbias += dout;  returns sum(g) and sum(g xhat) in sums[2]. */
+static CT_VECTOR_CLONES void FN(ln_row_sums)(acc_t sums[2], real *restrict dweight,
+                                             real *restrict dbias, const real *restrict dy,
+                                             const real *restrict x, const real *restrict r,
+                                             const real *restrict weight, real mean, real rstd,
+                                             ct_int N)
+{
+    if (dweight != NULL)
+        for (ct_int n = 0; n < N; n++) dweight[n] += dy[n] * ((x[n] + r[n] - mean) * rstd);
+    if (dbias != NULL)
+        for (ct_int n = 0; n < N; n++) dbias[n] += dy[n];
+    acc_t sum_g, sum_gx;
+    if (weight != NULL) {
+        CT_SUM8(sum_g, N, (acc_t)(dy[k] * weight[k]));
+        CT_SUM8(sum_gx, N, (acc_t)(dy[k] * weight[k]) * ((x[k] + r[k] - mean) * rstd));
+    } else {
+        CT_SUM8(sum_g, N, (acc_t)dy[k]);
+        CT_SUM8(sum_gx, N, (acc_t)dy[k] * ((x[k] + r[k] - mean) * rstd));
+    }
+    sums[0] = sum_g, sums[1] = sum_gx;
+}
+
+/* dinp += rstd (g - mean_g - xhat mean_gx) over one row. */
+static CT_VECTOR_CLONES void FN(ln_row_dinp)(real *restrict dinp, const real *restrict dy,
+                                             const real *restrict x, const real *restrict r,
+                                             const real *restrict weight, real mean, real rstd,
+                                             real mean_g, real mean_gx, ct_int N)
+{
+    if (weight != NULL) {
+        for (ct_int n = 0; n < N; n++)
+            dinp[n] += rstd * (dy[n] * weight[n] - mean_g - (x[n] + r[n] - mean) * rstd * mean_gx);
+        return;
+    }
+    for (ct_int n = 0; n < N; n++)
+        dinp[n] += rstd * (dy[n] - mean_g - (x[n] + r[n] - mean) * rstd * mean_gx);
 }
 
 /* add_layernorm_backward (accumulates; the gradient of inp and of residual is the same)
@@ -107,22 +216,219 @@ void FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const re
 {
     for (ct_int m = 0; m < M; m++) {
         const real *x = inp + m * N, *r = residual + m * N, *dy = dout + m * N;
-        acc_t sum_g = 0, sum_gx = 0;
-        for (ct_int n = 0; n < N; n++) {
-            real xhat = (x[n] + r[n] - mean[m]) * rstd[m];
-            real g = dy[n] * (weight ? weight[n] : 1);
-            sum_g += g;
-            sum_gx += (acc_t)g * xhat;
-            if (dweight) dweight[n] += dy[n] * xhat;
-            if (dbias) dbias[n] += dy[n];
-        }
-        real mean_g = (real)(sum_g / (acc_t)N), mean_gx = (real)(sum_gx / (acc_t)N);
-        for (ct_int n = 0; n < N; n++) {
-            real xhat = (x[n] + r[n] - mean[m]) * rstd[m];
-            real g = dy[n] * (weight ? weight[n] : 1);
-            dinp[m * N + n] += rstd[m] * (g - mean_g - xhat * mean_gx);
+        acc_t sums[2];
+        FN(ln_row_sums)(sums, dweight, dbias, dy, x, r, weight, mean[m], rstd[m], N);
+        real mean_g = (real)(sums[0] / (acc_t)N), mean_gx = (real)(sums[1] / (acc_t)N);
+        FN(ln_row_dinp)(dinp + m * N, dy, x, r, weight, mean[m], rstd[m], mean_g, mean_gx, N);
+    }
+}
+
+#undef CT_SUM8
+
+/* ---- row-sparse backward ------------------------------------------------- */
+
+/* Is row (N) all zeros?  (NaN != 0, so a NaN row is live.) */
+static CT_VECTOR_CLONES int FN(row_is_zero)(const real *restrict row, ct_int N)
+{
+    int nonzero = 0;
+    for (ct_int n = 0; n < N; n++) nonzero |= row[n] != 0;
+    return !nonzero;
+}
+
+/* Is row (N) free of inf and NaN? */
+static CT_VECTOR_CLONES int FN(row_is_finite)(const real *restrict row, ct_int N)
+{
+    int bad = 0;
+    for (ct_int n = 0; n < N; n++) bad |= !(row[n] - row[n] == 0);
+    return !bad;
+}
+
+/* live_rows: idx <- the rows m of dout (M, N) to compute, in order; returns their count.
+ * Row m is dead (skipped) when dout[m] is all zeros and the rows m of the saved
+ * operands a (M, Na) and b (M, Nb) (either may be NULL) are finite. */
+static ct_int FN(live_rows)(ct_int *idx, const real *dout, ct_int M, ct_int N, const real *a,
+                            ct_int Na, const real *b, ct_int Nb)
+{
+    ct_int count = 0;
+    for (ct_int m = 0; m < M; m++) {
+        int dead = FN(row_is_zero)(dout + m * N, N) &&
+                   (a == NULL || FN(row_is_finite)(a + m * Na, Na)) &&
+                   (b == NULL || FN(row_is_finite)(b + m * Nb, Nb));
+        if (!dead) idx[count++] = m;
+    }
+    return count;
+}
+
+/* Worth compacting: at least 1/16 of the rows are dead. */
+static int FN(sparse_enough)(ct_int live, ct_int M)
+{
+    return M - live >= CT_MAX(M / 16, 1);
+}
+
+/* Is the array a (n) (NULL: empty) free of inf and NaN?  A dead row meets the
+ * weights in the dense products (0 * NaN = NaN), so rows are only skipped when
+ * the weights are finite. */
+static int FN(all_finite)(const real *a, ct_int n)
+{
+    return a == NULL || FN(row_is_finite)(a, n);
+}
+
+/* dst (n, N) <- rows idx of src (M, N). */
+static void FN(gather_rows)(real *dst, const real *src, const ct_int *idx, ct_int n, ct_int N)
+{
+    for (ct_int r = 0; r < n; r++)
+        memcpy(dst + r * N, src + idx[r] * N, (size_t)N * sizeof(real));
+}
+
+/* rows idx of dst (M, N) += src (n, N). */
+static CT_VECTOR_CLONES void FN(scatter_add_rows)(real *restrict dst, const real *restrict src,
+                                                  const ct_int *idx, ct_int n, ct_int N)
+{
+    for (ct_int r = 0; r < n; r++) {
+        real *restrict d = dst + idx[r] * N;
+        const real *restrict s = src + r * N;
+        for (ct_int k = 0; k < N; k++) d[k] += s[k];
+    }
+}
+
+/* rows_linear_backward (accumulates, like linear_backward with accumulate = 1)
+ *   dout (M, N), inp (M, K), weight (N, K)
+ *   dinp (M, K) += dout weight;  dweight (N, K) += dout^T inp;  dbias (N) += colsum(dout)
+ *   (each skipped when NULL), computed over the live rows of dout only.
+ *   Returns 0, or -1 when the scratch cannot be allocated. */
+int FN(rows_linear_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
+                             const real *inp, const real *weight, ct_int M, ct_int K, ct_int N)
+{
+    ct_int *idx = malloc((size_t)CT_MAX(M, 1) * sizeof(ct_int));
+    if (idx == NULL) return -1;
+    ct_int n = FN(live_rows)(idx, dout, M, N, inp, K, NULL, 0);
+    if (!FN(sparse_enough)(n, M) || !FN(all_finite)(weight, N * K)) {
+        free(idx);
+        FN(linear_backward)(dinp, dweight, dbias, dout, inp, weight, M, K, N, 1);
+        return 0;
+    }
+    real *dc = malloc((size_t)CT_MAX(n * N, 1) * sizeof(real));
+    real *xc = malloc((size_t)CT_MAX(n * K, 1) * sizeof(real));
+    real *dxc = dinp ? malloc((size_t)CT_MAX(n * K, 1) * sizeof(real)) : NULL;
+    if (!dc || !xc || (dinp && !dxc)) {
+        free(idx), free(dc), free(xc), free(dxc);
+        return -1;
+    }
+    FN(gather_rows)(dc, dout, idx, n, N);
+    FN(gather_rows)(xc, inp, idx, n, K);
+    FN(linear_backward)(NULL, dweight, dbias, dc, xc, weight, n, K, N, 1);
+    if (dinp) {
+        FN(linear_backward)(dxc, NULL, NULL, dc, xc, weight, n, K, N, 0);
+        FN(scatter_add_rows)(dinp, dxc, idx, n, K);
+    }
+    free(idx), free(dc), free(xc), free(dxc);
+    return 0;
+}
+
+/* Factor of a kept element of dropout with probability p: 1 / (1 - p) (0 when p >= 1). */
+static real FN(keep_scale)(double p)
+{
+    return p >= 1 ? (real)0 : (real)(1.0 / (1.0 - p));
+}
+
+/* ac (n, F) <- the input of linear2 on rows idx: act(h + b1) * keep / (1 - p)
+ * (keep NULL: no dropout). */
+static void FN(ff_recompute_rows)(real *ac, const real *h, const real *b1, const uint8_t *keep,
+                                  real scale, int act, const ct_int *idx, ct_int n, ct_int F)
+{
+    for (ct_int r = 0; r < n; r++) {
+        const real *hr = h + idx[r] * F;
+        real *a = ac + r * F;
+        FN(bias_act_forward)(a, hr, b1, act, 1, F);
+        if (keep != NULL) {
+            const uint8_t *k = keep + idx[r] * F;
+            for (ct_int f = 0; f < F; f++) a[f] *= k[f] ? scale : (real)0;
         }
     }
+}
+
+/* da (n, F) <- dh: through the dropout (keep, scale) and the activation at h + b1 of rows
+ * idx, in place; db1 (F) += column sums of dh (skipped when NULL). */
+static void FN(ff_act_backward_rows)(real *da, real *db1, const real *h, const real *b1,
+                                     const uint8_t *keep, real scale, int act, const ct_int *idx,
+                                     ct_int n, ct_int F)
+{
+    for (ct_int r = 0; r < n; r++) {
+        real *d = da + r * F;
+        if (keep != NULL) {
+            const uint8_t *k = keep + idx[r] * F;
+            for (ct_int f = 0; f < F; f++) d[f] *= k[f] ? scale : (real)0;
+        }
+        /* dh = d act'(h + b1) */
+        if (act == CT_ACT_RELU) {
+            const real *hr = h + idx[r] * F;
+            for (ct_int f = 0; f < F; f++)
+                d[f] = hr[f] + (b1 ? b1[f] : 0) <= 0 ? (real)0 : d[f];
+            if (db1)
+                for (ct_int f = 0; f < F; f++) db1[f] += d[f];
+        } else {
+            const real *hr = h + idx[r] * F;
+            for (ct_int f = 0; f < F; f++) {
+                d[f] *= FN(act_slope)(hr[f] + (b1 ? b1[f] : 0), act);
+                if (db1) db1[f] += d[f];
+            }
+        }
+    }
+}
+
+/* ff_backward (accumulates) - the feed-forward block y = drop(act(x w1^T + b1)) w2^T + b2
+ *   dout (M, D); x (M, D); h (M, F) = x w1^T (before b1); keep (M, F) dropout mask
+ *   (nonzero = kept) or NULL without dropout, p its probability; w1 (F, D), b1 (F) or
+ *   NULL, w2 (D, F); act as bias_act
+ *   dx (M, D) += ...; dw1 (F, D), db1 (F), dw2 (D, F), db2 (D) += ... (NULL ones skipped)
+ *   Works on the live rows of dout only (dead rows add nothing).  linear2's input is
+ *   recomputed from h, b1 and keep rather than stored.
+ *   Returns 0, or -1 when the scratch cannot be allocated. */
+int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const real *dout,
+                    const real *x, const real *h, const uint8_t *keep, double p, const real *w1,
+                    const real *b1, const real *w2, int act, ct_int M, ct_int D, ct_int F)
+{
+    ct_int *idx = malloc((size_t)CT_MAX(M, 1) * sizeof(ct_int));
+    if (idx == NULL) return -1;
+    ct_int n = FN(live_rows)(idx, dout, M, D, x, D, h, F);
+    int compact = FN(sparse_enough)(n, M) && FN(all_finite)(w1, F * D) &&
+                  FN(all_finite)(w2, D * F) && FN(all_finite)(b1, F);
+    if (!compact) { /* every row: use them in place */
+        n = M;
+        for (ct_int m = 0; m < M; m++) idx[m] = m;
+    }
+    size_t nD = (size_t)CT_MAX(n * D, 1), nF = (size_t)CT_MAX(n * F, 1);
+    real *ac = malloc(nF * sizeof(real)), *da = malloc(nF * sizeof(real));
+    real *gc = compact ? malloc(nD * sizeof(real)) : NULL;
+    real *xc = compact ? malloc(nD * sizeof(real)) : NULL;
+    real *dxc = compact && dx ? malloc(nD * sizeof(real)) : NULL;
+    if (!ac || !da || (compact && (!gc || !xc || (dx && !dxc)))) {
+        free(idx), free(ac), free(da), free(gc), free(xc), free(dxc);
+        return -1;
+    }
+    if (compact) {
+        FN(gather_rows)(gc, dout, idx, n, D);
+        FN(gather_rows)(xc, x, idx, n, D);
+    }
+    const real *g = compact ? gc : dout, *xr = compact ? xc : x;
+    real scale = FN(keep_scale)(p);
+    /* linear2: y = a w2^T + b2 */
+    FN(ff_recompute_rows)(ac, h, b1, keep, scale, act, idx, n, F);
+    FN(linear_backward)(NULL, dw2, db2, g, ac, w2, n, F, D, 1);
+    FN(linear_backward)(da, NULL, NULL, g, ac, w2, n, F, D, 0);
+    /* dropout and activation, then linear1: h = x w1^T */
+    FN(ff_act_backward_rows)(da, db1, h, b1, keep, scale, act, idx, n, F);
+    FN(linear_backward)(NULL, dw1, NULL, da, xr, w1, n, D, F, 1);
+    if (dx != NULL) {
+        if (compact) {
+            FN(linear_backward)(dxc, NULL, NULL, da, xr, w1, n, D, F, 0);
+            FN(scatter_add_rows)(dx, dxc, idx, n, D);
+        } else {
+            FN(linear_backward)(dx, NULL, NULL, da, xr, w1, n, D, F, 1);
+        }
+    }
+    free(idx), free(ac), free(da), free(gc), free(xc), free(dxc);
+    return 0;
 }
 
 #endif

@@ -606,3 +606,157 @@ def test_huge_mask_shape_mismatch_does_not_crash():
     """)
     assert r.returncode == 0, r.stderr
     assert "ok sdpa_forward: mask.shape[3] must be 4" in r.stdout
+
+
+# ---- packed multi-head attention (the Transformer layers' path) ---------------
+
+def packed_setup(rng, self_attn, B=2, Tq=3, Tk=4, E=8, bias=True, dtype=np.float64):
+    r = lambda *s: (rng.standard_normal(s) * 0.5).astype(dtype)  # noqa: E731
+    xq = r(B, Tq, E)
+    kv = None if self_attn else r(B, Tk, E)
+    w = dict(in_proj_weight=r(3 * E, E), in_proj_bias=r(3 * E) if bias else None, out_weight=r(E, E),
+             out_bias=r(E) if bias else None)
+    return xq, kv, w
+
+
+def seq_first(a):
+    return None if a is None else np.ascontiguousarray(a.transpose(1, 0, 2))
+
+
+@pytest.mark.parametrize("self_attn", [True, False])
+@pytest.mark.parametrize("layout_seq_first", [False, True])
+@pytest.mark.parametrize("dropout,causal", [(0.0, False), (0.3, True)])
+def test_mha_packed_equals_mha(rng, self_attn, layout_seq_first, dropout, causal):
+    """Same outputs, weights (and dropout mask) and gradients as mha_forward /
+    mha_backward, in either token layout; self-attention returns the summed
+    input gradient, cross-attention the summed key/value gradient."""
+    xq, kv, w = packed_setup(rng, self_attn)
+    Tk = xq.shape[1] if self_attn else kv.shape[1]
+    mask = rng.random((2, 1, 3, Tk)) > 0.3
+    opts = dict(mask=mask, is_causal=causal, dropout_p=dropout, seed=7)
+    key = xq if self_attn else kv
+    out, saved = K.mha_forward(xq, key, key, None, None, None, None, None, None, w["out_weight"], w["out_bias"], 2,
+                               in_proj_weight=w["in_proj_weight"], in_proj_bias=w["in_proj_bias"], **opts)
+    dout = rng.standard_normal(out.shape)
+    g = K.mha_backward(dout, xq, key, key, None, None, None, None, None, None, w["out_weight"], w["out_bias"], 2,
+                       saved, in_proj_weight=w["in_proj_weight"], in_proj_bias=w["in_proj_bias"], **opts)
+    lay = seq_first if layout_seq_first else (lambda a: a)
+    args = (lay(xq), lay(kv), w["in_proj_weight"], w["in_proj_bias"], w["out_weight"], w["out_bias"], 2)
+    out2, s2 = K.mha_packed_forward(*args, seq_first=layout_seq_first, **opts)
+    g2 = K.mha_packed_backward(lay(dout), *args, s2, seq_first=layout_seq_first, **opts)
+    np.testing.assert_allclose(out2, lay(out), **F64)
+    # packed saves the weights before dropout; the kernel's dropout mask is dropout_forward's
+    np.testing.assert_allclose(K.dropout_forward(s2.probs, dropout, 7)[0] if dropout else s2.probs, saved.probs,
+                               **F64)
+    assert s2.proj_q.shape[-1] == (24 if self_attn else 8) and (s2.proj_kv is None) == self_attn
+    if self_attn:
+        np.testing.assert_allclose(g2.query, lay(g.query + g.key + g.value), **F64)
+        assert g2.kv is None
+    else:
+        np.testing.assert_allclose(g2.query, lay(g.query), **F64)
+        np.testing.assert_allclose(g2.kv, lay(g.key + g.value), **F64)
+    for name in ("in_proj_weight", "in_proj_bias", "out_weight", "out_bias"):
+        np.testing.assert_allclose(getattr(g2, name), getattr(g, name), **F64, err_msg=name)
+
+
+@pytest.mark.parametrize("self_attn,bias", [(True, True), (False, True), (False, False)])
+def test_mha_packed_gradients_float64(rng, self_attn, bias):
+    xq, kv, w = packed_setup(rng, self_attn, bias=bias)
+    Tk = 3 if self_attn else 4
+    mask = np.ones((2, 1, 1, Tk), bool)
+    mask[1, ..., -1] = False  # a padded key
+    opts = dict(mask=mask, dropout_p=0.2, seed=3, seq_first=True)
+    inputs = dict(query=seq_first(xq), **({} if self_attn else dict(kv=seq_first(kv))),
+                  **{n: a for n, a in w.items() if a is not None})
+    names = list(inputs)
+
+    def split(vals):
+        d = dict(zip(names, vals))
+        return (d["query"], d.get("kv"), d["in_proj_weight"], d.get("in_proj_bias"), d["out_weight"],
+                d.get("out_bias"), 2)
+
+    def forward(*vals):
+        return K.mha_packed_forward(*split(vals), **opts)[0]
+
+    def grads(dout, *vals):
+        args = split(vals)
+        _, saved = K.mha_packed_forward(*args, **opts)
+        g = K.mha_packed_backward(dout, *args, saved, **opts)._asdict()
+        if not bias:
+            assert g["in_proj_bias"] is None and g["out_bias"] is None
+        return g
+
+    check_grads(forward, grads, inputs, names)
+
+
+def test_mha_packed_padding_rows_skipped_exactly(rng):
+    """With key padding and zero output gradients on padded query rows, whole
+    token rows of the projections' gradients are zero and are skipped: the
+    result still equals mha_backward (dense)."""
+    B, T, E = 4, 8, 16
+    xq, _, w = packed_setup(rng, True, B=B, Tq=T, E=E, dtype=np.float32)
+    lengths = [8, 5, 3, 6]
+    pad = np.arange(T)[None, :] >= np.array(lengths)[:, None]
+    mask = ~pad[:, None, None, :]
+    out, saved = K.mha_packed_forward(xq, None, *w.values(), 4, mask=mask)
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    dout[pad] = 0
+    g = K.mha_packed_backward(dout, xq, None, *w.values(), 4, saved, mask=mask)
+    o, s = K.mha_forward(xq, xq, xq, None, None, None, None, None, None, w["out_weight"], w["out_bias"], 4,
+                         in_proj_weight=w["in_proj_weight"], in_proj_bias=w["in_proj_bias"], mask=mask)
+    ref = K.mha_backward(dout, xq, xq, xq, None, None, None, None, None, None, w["out_weight"], w["out_bias"], 4, s,
+                         in_proj_weight=w["in_proj_weight"], in_proj_bias=w["in_proj_bias"], mask=mask)
+    np.testing.assert_allclose(g.query, ref.query + ref.key + ref.value, **F32)
+    assert (g.query[pad] == 0).all()
+    for name in ("in_proj_weight", "in_proj_bias", "out_weight", "out_bias"):
+        np.testing.assert_allclose(getattr(g, name), getattr(ref, name), **F32, err_msg=name)
+
+
+def test_mha_packed_torch_parity_sequence_first(rng):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    layer = torch.nn.MultiheadAttention(8, 2)  # batch_first=False
+    x = rng.standard_normal((5, 3, 8)).astype(np.float32)  # (T, B, E)
+    mem = rng.standard_normal((4, 3, 8)).astype(np.float32)
+    tx, tm = torch.tensor(x, requires_grad=True), torch.tensor(mem, requires_grad=True)
+    t_out, _ = layer(tx, tm, tm, need_weights=False)
+    dout = rng.standard_normal(t_out.shape).astype(np.float32)
+    t_out.backward(torch.tensor(dout))
+    w = [t.detach().numpy() for t in (layer.in_proj_weight, layer.in_proj_bias, layer.out_proj.weight,
+                                      layer.out_proj.bias)]
+    out, saved = K.mha_packed_forward(x, mem, *w, 2, seq_first=True)
+    g = K.mha_packed_backward(dout, x, mem, *w, 2, saved, seq_first=True)
+    np.testing.assert_allclose(out, t_out.detach().numpy(), **F32)
+    for got, t in ((g.query, tx), (g.kv, tm), (g.in_proj_weight, layer.in_proj_weight),
+                   (g.out_weight, layer.out_proj.weight), (g.out_bias, layer.out_proj.bias)):
+        np.testing.assert_allclose(got, t.grad.numpy(), **F32)
+
+
+def test_mha_packed_bad_input(rng):
+    xq, kv, w = packed_setup(rng, False)
+    wv = list(w.values())
+    with pytest.raises(ValueError, match=r"mha_packed_forward: embed_dim \(query.shape\[2\] = 8\) must be divisible by num_heads \(3\)"):
+        K.mha_packed_forward(xq, kv, *wv, 3)
+    with pytest.raises(ValueError, match=r"mha_packed_forward: in_proj_weight.shape\[0\] must be 24 \(3 \* embed_dim\), got 16"):
+        K.mha_packed_forward(xq, kv, w["in_proj_weight"][:16], *wv[1:], 2)
+    with pytest.raises(ValueError, match=r"mha_packed_forward: kv.shape\[1\] must be 3 \(query.shape\[1\], the batch\), got 4"):
+        K.mha_packed_forward(xq, kv, *wv, 2, seq_first=True)
+    with pytest.raises(ValueError, match=r"mha_packed_forward: kv.shape\[2\] must be 8 \(query.shape\[2\], embed_dim\), got 6"):
+        K.mha_packed_forward(xq, kv[..., :6], *wv, 2)
+    with pytest.raises(TypeError, match="mha_packed_forward: out_weight must have dtype float64, got float32"):
+        K.mha_packed_forward(xq, kv, *wv[:2], wv[2].astype(np.float32), wv[3], 2)
+    with pytest.raises(ValueError, match=r"mha_packed_forward: mask.shape\[1\] must be 4 \(Tk\) or 1"):
+        K.mha_packed_forward(xq, kv, *wv, 2, mask=np.ones((3, 3), bool))
+    out, saved = K.mha_packed_forward(xq, kv, *wv, 2)
+    with pytest.raises(ValueError, match=r"mha_packed_backward: proj_kv.shape\[2\] must be 16"):
+        K.mha_packed_backward(out, xq, kv, *wv, 2, saved._replace(proj_kv=saved.proj_kv[..., :8]))
+    with pytest.raises(TypeError, match="mha_packed_forward: kv must be None for self-attention"):
+        _C.mha_packed_forward(xq, kv, *wv, 2, True, False)
+    # empty batch and NaN
+    e = np.zeros((0, 3, 8))
+    o, s = K.mha_packed_forward(e, None, *wv, 2)
+    assert o.shape == (0, 3, 8) and K.mha_packed_backward(o, e, None, *wv, 2, s).query.shape == (0, 3, 8)
+    bad = xq.copy()
+    bad[0, 1, 2] = np.nan
+    o, _ = K.mha_packed_forward(bad, kv, *wv, 2)
+    assert np.isnan(o[0, 1]).all() and np.isfinite(o[0, [0, 2]]).all() and np.isfinite(o[1]).all()

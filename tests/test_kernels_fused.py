@@ -196,3 +196,123 @@ def test_add_layernorm_bad_input(rng):
         K.add_layernorm_backward(out, x, x, None, mean[:2], rstd)
     with pytest.raises(ValueError, match="add_layernorm_backward: dinp is updated in place"):
         K.add_layernorm_backward(out, x, x, None, mean, rstd, dinp=np.zeros((4, 3)).T)
+
+
+# ---- feed-forward backward (row-sparse) ---------------------------------------
+
+def ff_setup(rng, M=6, D=5, F=7, dtype=np.float64, bias=True):
+    r = lambda *s: (rng.standard_normal(s) * 0.7).astype(dtype)  # noqa: E731
+    return dict(x=r(2, M // 2, D), w1=r(F, D), b1=r(F) if bias else None, w2=r(D, F), b2=r(D) if bias else None)
+
+
+def ff_forward(x, w1, b1, w2, b2, keep, p, act="relu", approximate="none"):
+    """y = drop(act(x w1^T + b1)) w2^T + b2 from the kernels; also h."""
+    h = K.linear_forward(x, w1, None)
+    a = K.bias_act_forward(h, b1, act, approximate)
+    if keep is not None:
+        a = a * keep / (1 - p)
+    return K.linear_forward(a, w2, b2), h
+
+
+@pytest.mark.parametrize("act,approximate", ACTS)
+@pytest.mark.parametrize("p", [0.0, 0.4])
+def test_ff_backward_gradients_float64(rng, act, approximate, p):
+    s = ff_setup(rng)
+    keep = rng.random((2, 3, 7)) >= p if p > 0 else None
+
+    def forward(x, w1, b1, w2, b2):
+        return ff_forward(x, w1, b1, w2, b2, keep, p, act, approximate)[0]
+
+    def grads(dout, x, w1, b1, w2, b2):
+        _, h = ff_forward(x, w1, b1, w2, b2, keep, p, act, approximate)
+        dx, dw1, db1, dw2, db2 = K.ff_backward(dout, x, h, keep, p, w1, b1, w2, act=act, approximate=approximate)
+        return dict(x=dx, w1=dw1, b1=db1, w2=dw2, b2=db2)
+
+    check_grads(forward, grads, s, list(s))
+
+
+def dense_ff_grads(dout, s, h, keep, p):
+    """The same gradients from the separate kernels (no row skipping)."""
+    a = K.bias_act_forward(h, s["b1"])
+    a_d = a * keep / (1 - p) if keep is not None else a
+    da, dw2, db2 = K.linear_backward(dout, a_d, s["w2"], with_bias=s["b2"] is not None)
+    if keep is not None:
+        da = da * keep / (1 - p)
+    dh, db1 = K.bias_act_backward(da, h, s["b1"])
+    dx, dw1, _ = K.linear_backward(dh, s["x"], s["w1"], with_bias=False)
+    return dx, dw1, db1, dw2, db2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ff_backward_skips_zero_rows_exactly(rng, dtype):
+    """Rows of dout that are all zero (padding) add nothing: same result as the
+    dense computation, and their dx rows are 0."""
+    s = ff_setup(rng, M=32, D=8, F=16, dtype=dtype)
+    keep = rng.random((2, 16, 16)) >= 0.3
+    _, h = ff_forward(s["x"], s["w1"], s["b1"], s["w2"], s["b2"], keep, 0.3)
+    dout = rng.standard_normal((2, 16, 8)).astype(dtype)
+    dout[0, 10:] = 0  # padding rows
+    dout[1, 3] = 0
+    got = K.ff_backward(dout, s["x"], h, keep, 0.3, s["w1"], s["b1"], s["w2"])
+    want = dense_ff_grads(dout, s, h, keep, 0.3)
+    tol = F32 if dtype == np.float32 else F64
+    for g, w, name in zip(got, want, ["dx", "dw1", "db1", "dw2", "db2"]):
+        np.testing.assert_allclose(g, w, **tol, err_msg=name)
+    assert (got[0][0, 10:] == 0).all() and (got[0][1, 3] == 0).all()
+
+
+def test_ff_backward_nan_in_a_zero_gradient_row_still_propagates(rng):
+    """0 * NaN is NaN in the dense products: a dead row with a NaN input (or
+    non-finite weights) is not skipped, the result is the dense one."""
+    s = ff_setup(rng, M=32, D=4, F=6)
+    x = s["x"].copy()
+    x[0, 5, 1] = np.nan
+    h = K.linear_forward(x, s["w1"], None)
+    dout = rng.standard_normal((2, 16, 4))
+    dout[0, 2:] = 0
+    dx, dw1, _, dw2, _ = K.ff_backward(dout, x, h, None, 0.0, s["w1"], s["b1"], s["w2"])
+    assert np.isnan(dw1).any() and np.isnan(dw2).any()
+    w2 = s["w2"].copy()
+    w2[:, 0] = np.inf
+    h = K.linear_forward(s["x"], s["w1"], None)
+    got = K.ff_backward(dout, s["x"], h, None, 0.0, s["w1"], s["b1"], w2)
+    want = dense_ff_grads(dout, dict(s, w2=w2), h, None, 0.0)
+    assert np.isnan(got[0]).any()
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, **F64)  # NaN where the dense result has NaN
+
+
+def test_ff_backward_torch_parity(rng):
+    torch = pytest.importorskip("torch")
+    s = ff_setup(rng, M=8, D=6, F=10, dtype=np.float32)
+    tx, tw1, tb1, tw2, tb2 = (torch.tensor(s[n], requires_grad=True) for n in ("x", "w1", "b1", "w2", "b2"))
+    y = torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(tx, tw1, tb1)), tw2, tb2)
+    dout = rng.standard_normal(y.shape).astype(np.float32)
+    dout[1, 2:] = 0
+    y.backward(torch.tensor(dout))
+    h = K.linear_forward(s["x"], s["w1"], None)
+    got = K.ff_backward(dout, s["x"], h, None, 0.0, s["w1"], s["b1"], s["w2"])
+    for g, t in zip(got, (tx, tw1, tb1, tw2, tb2)):
+        np.testing.assert_allclose(g, t.grad.numpy(), **F32)
+
+
+def test_ff_backward_options_empty_and_bad_input(rng):
+    s = ff_setup(rng, bias=False)
+    h = K.linear_forward(s["x"], s["w1"], None)
+    dout = rng.standard_normal(s["x"].shape)
+    dx, dw1, db1, dw2, db2 = K.ff_backward(dout, s["x"], h, None, 0.0, s["w1"], None, s["w2"], with_bias2=False,
+                                           need_dx=False)
+    assert dx is None and db1 is None and db2 is None and dw1.shape == (7, 5) and dw2.shape == (5, 7)
+    e = np.zeros((0, 5))
+    dx, dw1, *_ = K.ff_backward(e, e, np.zeros((0, 7)), None, 0.0, s["w1"], None, s["w2"])
+    assert dx.shape == (0, 5) and (dw1 == 0).all()
+    with pytest.raises(ValueError, match=r"ff_backward: w1.shape\[0\] must be 7 \(h.shape\[-1\]\), got 5"):
+        K.ff_backward(dout, s["x"], h, None, 0.0, s["w2"], None, s["w2"])
+    with pytest.raises(ValueError, match=r"ff_backward: dout.shape\[2\] must be 5 \(x.shape\), got 4"):
+        K.ff_backward(dout[..., :4], s["x"], h, None, 0.0, s["w1"], None, s["w2"])
+    with pytest.raises(ValueError, match=r"ff_backward: p must be in \[0, 1\], got 1.5"):
+        K.ff_backward(dout, s["x"], h, None, 1.5, s["w1"], None, s["w2"])
+    with pytest.raises(TypeError, match="ff_backward: keep must have dtype bool"):
+        K.ff_backward(dout, s["x"], h, np.ones(h.shape), 0.5, s["w1"], None, s["w2"])
+    with pytest.raises(TypeError, match="ff_backward: w2 must have dtype float64, got float32"):
+        K.ff_backward(dout, s["x"], h, None, 0.0, s["w1"], None, s["w2"].astype(np.float32))

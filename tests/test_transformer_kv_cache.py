@@ -191,3 +191,31 @@ def test_bad_input(rng):
         K.cache_reorder(ck, np.array([0]), 7)
     with pytest.raises(TypeError, match="cache_reorder: cache must be a numpy.ndarray, got list"):
         K.cache_reorder([1], np.array([0]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_decode_linear_matches_linear(rng, dtype, rows):
+    """One row goes through GEMV, several through the GEMM: same maths as linear_forward."""
+    x = rng.standard_normal((rows, 7)).astype(dtype)
+    w = rng.standard_normal((5, 7)).astype(dtype)
+    b = rng.standard_normal(5).astype(dtype)
+    tol = F32 if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(K.decode_linear(x, w, b), x @ w.T + b, **tol)
+    np.testing.assert_allclose(K.decode_linear(x[None], w), (x @ w.T)[None], **tol)
+    np.testing.assert_allclose(K.decode_linear(x[:, ::-1], w), x[:, ::-1] @ w.T, **tol)  # a view is copied
+    nan = x.copy()
+    nan[0, 3] = np.nan
+    assert np.isnan(K.decode_linear(nan, w, b)[0]).all()
+
+
+def test_decode_linear_empty_and_bad_input(rng):
+    w = rng.standard_normal((5, 7))
+    assert K.decode_linear(np.zeros((0, 7)), w).shape == (0, 5)
+    np.testing.assert_array_equal(K.decode_linear(np.zeros((1, 0)), np.zeros((4, 0)), np.ones(4)), np.ones((1, 4)))
+    with pytest.raises(ValueError, match=r"decode_linear: w.shape\[1\] must be 6 \(x.shape\[-1\]\), got 7"):
+        K.decode_linear(np.zeros((1, 6)), w)
+    with pytest.raises(ValueError, match=r"decode_linear: bias.shape\[0\] must be 5 \(w.shape\[0\]\), got 4"):
+        K.decode_linear(np.zeros((1, 7)), w, np.zeros(4))
+    with pytest.raises(TypeError, match="decode_linear: w must have dtype float32, got float64"):
+        K.decode_linear(np.zeros((1, 7), np.float32), w)

@@ -454,6 +454,200 @@ fail:
     return NULL;
 }
 
+/* ---- packed multi-head attention ------------------------------------- */
+
+typedef struct {
+    PyArrayObject *query, *kv, *w_in, *b_in, *wo, *bo;
+    ct_mha_shape shape;
+    int t;
+    ct_attn_opts opts;
+} packed_args;
+
+/* query (Tq, B, E) when seq_first else (B, Tq, E); kv likewise (Tk, B, E) / (B, Tk, E), None
+ * for self-attention; in_proj_weight (3E, E), in_proj_bias (3E) or None, out_weight (E, E),
+ * out_bias (E) or None; num_heads divides E; mask broadcastable to (B, H, Tq, Tk). */
+static int parse_packed(ct_held *held, const char *fn, PyObject *const o[6], long long num_heads,
+                        int self_attn, int seq_first, PyObject *o_mask, int is_causal,
+                        double dropout_p, unsigned long long seed, packed_args *a)
+{
+    int bax = seq_first ? 1 : 0, tax = seq_first ? 0 : 1;
+    const char *batch_what = seq_first ? "query.shape[1], the batch" : "query.shape[0], the batch";
+    ct_mha_shape *s = &a->shape;
+    a->query = ct_input(held, o[0], fn, "query", CT_ANY_FLOAT, 3, 3, 0);
+    if (a->query == NULL) return -1;
+    a->t = PyArray_TYPE(a->query);
+    s->B = PyArray_DIM(a->query, bax), s->Tq = PyArray_DIM(a->query, tax);
+    s->E = PyArray_DIM(a->query, 2);
+    s->self_attn = self_attn, s->seq_first = seq_first;
+    if (ct_check_positive(num_heads, fn, "num_heads", 0)) return -1;
+    s->H = (ct_int)num_heads;
+    if (s->E % s->H != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: embed_dim (query.shape[2] = %zd) must be divisible by num_heads (%lld)",
+                     fn, (Py_ssize_t)s->E, num_heads);
+        return -1;
+    }
+    a->kv = NULL;
+    s->Tk = s->Tq;
+    if (self_attn && o[1] != Py_None) {
+        PyErr_Format(PyExc_TypeError, "%s: kv must be None for self-attention, got %s", fn,
+                     Py_TYPE(o[1])->tp_name);
+        return -1;
+    }
+    if (!self_attn) {
+        a->kv = ct_input(held, o[1], fn, "kv", a->t, 3, 3, 0);
+        if (a->kv == NULL || ct_check_dim(a->kv, fn, "kv", bax, s->B, batch_what) ||
+            ct_check_dim(a->kv, fn, "kv", 2, s->E, "query.shape[2], embed_dim"))
+            return -1;
+        s->Tk = PyArray_DIM(a->kv, tax);
+    }
+    a->w_in = ct_input(held, o[2], fn, "in_proj_weight", a->t, 2, 2, 0);
+    if (a->w_in == NULL ||
+        ct_check_dim(a->w_in, fn, "in_proj_weight", 0, 3 * s->E, "3 * embed_dim") ||
+        ct_check_dim(a->w_in, fn, "in_proj_weight", 1, s->E, "embed_dim") ||
+        bias_arg(held, o[3], fn, "in_proj_bias", a->t, 3 * s->E, &a->b_in) ||
+        !(a->wo = weight_arg(held, o[4], fn, "out_weight", a->t, s->E, s->E, "embed_dim")) ||
+        bias_arg(held, o[5], fn, "out_bias", a->t, s->E, &a->bo))
+        return -1;
+    npy_intp full[4] = {s->B, s->H, s->Tq, s->Tk};
+    if (parse_mask(held, o_mask, fn, a->t, full, "query", &a->opts.mask)) return -1;
+    return parse_opts(NULL, is_causal, dropout_p, seed, s->E / s->H, fn, &a->opts);
+}
+
+/* Shape (T, B, cols) / (B, T, cols) of a token-row array in the layout of a. */
+static void packed_rows_shape(const packed_args *a, npy_intp T, npy_intp cols, npy_intp out[3])
+{
+    out[0] = a->shape.seq_first ? T : a->shape.B;
+    out[1] = a->shape.seq_first ? a->shape.B : T;
+    out[2] = cols;
+}
+
+/* mha_packed_forward(query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias, num_heads,
+ *                    self_attn, seq_first, mask=None, is_causal=False, dropout_p=0.0, seed=0)
+ *   -> (out like query, proj_q (.., 3E | E), proj_kv (.., 2E) | None, probs (B, H, Tq, Tk)
+ *       before dropout, context like query) */
+static PyObject *py_mha_packed_forward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"query", "kv", "in_proj_weight", "in_proj_bias", "out_weight",
+                            "out_bias", "num_heads", "self_attn", "seq_first", "mask",
+                            "is_causal", "dropout_p", "seed", NULL};
+    const char *fn = "mha_packed_forward";
+    PyObject *o[6], *o_mask = Py_None;
+    long long num_heads;
+    int self_attn, seq_first, is_causal = 0;
+    double dropout_p = 0;
+    unsigned long long seed = 0;
+    ct_held held = {0};
+    packed_args a;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOLpp|OpdK", names, &o[0], &o[1], &o[2],
+                                     &o[3], &o[4], &o[5], &num_heads, &self_attn, &seq_first,
+                                     &o_mask, &is_causal, &dropout_p, &seed))
+        return NULL;
+    if (parse_packed(&held, fn, o, num_heads, self_attn, seq_first, o_mask, is_causal, dropout_p,
+                     seed, &a))
+        goto fail;
+    ct_mha_shape *s = &a.shape;
+    npy_intp out_shape[3], pq_shape[3], pkv_shape[3];
+    npy_intp p_shape[4] = {s->B, s->H, s->Tq, s->Tk};
+    packed_rows_shape(&a, s->Tq, s->E, out_shape);
+    packed_rows_shape(&a, s->Tq, self_attn ? 3 * s->E : s->E, pq_shape);
+    packed_rows_shape(&a, s->Tk, 2 * s->E, pkv_shape);
+    PyArrayObject *out = ct_empty(&held, a.t, 3, out_shape), *ctx = ct_empty(&held, a.t, 3, out_shape);
+    PyArrayObject *pq = ct_empty(&held, a.t, 3, pq_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
+    PyArrayObject *pkv = self_attn ? NULL : ct_empty(&held, a.t, 3, pkv_shape);
+    if (!out || !ctx || !pq || !probs || (!self_attn && !pkv)) goto fail;
+    int status = 0;
+    CT_DISPATCH_STATUS(status, a.t, mha_packed_forward, PyArray_DATA(out), PyArray_DATA(pq),
+                       CT_DATA(pkv), PyArray_DATA(probs), PyArray_DATA(ctx), PyArray_DATA(a.query),
+                       CT_DATA(a.kv), PyArray_DATA(a.w_in), CT_DATA(a.b_in), PyArray_DATA(a.wo),
+                       CT_DATA(a.bo), &a.opts, s);
+    if (status) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyObject *ret = Py_BuildValue("(OOOOO)", (PyObject *)out, (PyObject *)pq,
+                                  pkv ? (PyObject *)pkv : Py_None, (PyObject *)probs,
+                                  (PyObject *)ctx);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
+/* mha_packed_backward(dout, query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias,
+ *                     num_heads, self_attn, seq_first, proj_q, proj_kv, probs, context,
+ *                     mask=None, is_causal=False, dropout_p=0.0, seed=0, need_dquery=True,
+ *                     need_dkv=True)
+ *   -> (dquery | None, dkv | None, din_proj_weight, din_proj_bias | None, dout_weight,
+ *       dout_bias | None), fresh arrays */
+static PyObject *py_mha_packed_backward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dout", "query", "kv", "in_proj_weight", "in_proj_bias",
+                            "out_weight", "out_bias", "num_heads", "self_attn", "seq_first",
+                            "proj_q", "proj_kv", "probs", "context", "mask", "is_causal",
+                            "dropout_p", "seed", "need_dquery", "need_dkv", NULL};
+    const char *fn = "mha_packed_backward";
+    PyObject *o_dout, *o[6], *os[4], *o_mask = Py_None;
+    long long num_heads;
+    int self_attn, seq_first, is_causal = 0, need_dq = 1, need_dkv = 1, status = 0;
+    double dropout_p = 0;
+    unsigned long long seed = 0;
+    ct_held held = {0};
+    packed_args a;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOLppOOOO|OpdKpp", names, &o_dout, &o[0],
+                                     &o[1], &o[2], &o[3], &o[4], &o[5], &num_heads, &self_attn,
+                                     &seq_first, &os[0], &os[1], &os[2], &os[3], &o_mask,
+                                     &is_causal, &dropout_p, &seed, &need_dq, &need_dkv))
+        return NULL;
+    if (parse_packed(&held, fn, o, num_heads, self_attn, seq_first, o_mask, is_causal, dropout_p,
+                     seed, &a))
+        goto fail;
+    ct_mha_shape *s = &a.shape;
+    npy_intp out_shape[3], pq_shape[3], pkv_shape[3];
+    npy_intp p_shape[4] = {s->B, s->H, s->Tq, s->Tk};
+    packed_rows_shape(&a, s->Tq, s->E, out_shape);
+    packed_rows_shape(&a, s->Tq, self_attn ? 3 * s->E : s->E, pq_shape);
+    packed_rows_shape(&a, s->Tk, 2 * s->E, pkv_shape);
+    PyArrayObject *dout = saved_arg(&held, o_dout, fn, "dout", a.t, 3, out_shape);
+    PyArrayObject *pq = dout ? saved_arg(&held, os[0], fn, "proj_q", a.t, 3, pq_shape) : NULL;
+    PyArrayObject *pkv = NULL;
+    if (pq && !self_attn) pkv = saved_arg(&held, os[1], fn, "proj_kv", a.t, 3, pkv_shape);
+    PyArrayObject *probs = pq && (self_attn || pkv) ? saved_arg(&held, os[2], fn, "probs", a.t, 4, p_shape) : NULL;
+    PyArrayObject *ctx = probs ? saved_arg(&held, os[3], fn, "context", a.t, 3, out_shape) : NULL;
+    if (ctx == NULL) goto fail;
+    PyArrayObject *dq = need_dq ? ct_zeros(&held, a.t, 3, PyArray_DIMS(a.query)) : NULL;
+    PyArrayObject *dkv = need_dkv && !self_attn ? ct_zeros(&held, a.t, 3, PyArray_DIMS(a.kv)) : NULL;
+    PyArrayObject *dw_in = ct_zeros(&held, a.t, 2, PyArray_DIMS(a.w_in));
+    PyArrayObject *db_in = a.b_in ? ct_zeros(&held, a.t, 1, PyArray_DIMS(a.b_in)) : NULL;
+    PyArrayObject *dwo = ct_zeros(&held, a.t, 2, PyArray_DIMS(a.wo));
+    PyArrayObject *dbo = a.bo ? ct_zeros(&held, a.t, 1, PyArray_DIMS(a.bo)) : NULL;
+    if ((need_dq && !dq) || (need_dkv && !self_attn && !dkv) || !dw_in || (a.b_in && !db_in) ||
+        !dwo || (a.bo && !dbo))
+        goto fail;
+    CT_DISPATCH_STATUS(status, a.t, mha_packed_backward, CT_DATA(dq), CT_DATA(dkv),
+                       PyArray_DATA(dw_in), CT_DATA(db_in), PyArray_DATA(dwo), CT_DATA(dbo),
+                       PyArray_DATA(dout), PyArray_DATA(a.query), CT_DATA(a.kv),
+                       PyArray_DATA(a.w_in), PyArray_DATA(a.wo), PyArray_DATA(pq), CT_DATA(pkv),
+                       PyArray_DATA(probs), PyArray_DATA(ctx), &a.opts, s);
+    if (status) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyArrayObject *res[6] = {dq, dkv, dw_in, db_in, dwo, dbo};
+    PyObject *ret = PyTuple_New(6);
+    for (int i = 0; ret != NULL && i < 6; i++) {
+        PyObject *item = res[i] ? (PyObject *)res[i] : Py_None;
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(ret, i, item);
+    }
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
 /* ---- positional encoding ----------------------------------------------- */
 
 /* positional_encoding(max_len, d_model, double=False) -> pe (max_len, d_model) */
@@ -494,6 +688,16 @@ PyMethodDef ct_methods_attention[] = {
     CT_METHOD(mha_backward, "mha_backward(dout, query, key, value, <8 weights>, num_heads, q, k, "
                             "v, probs, context, mask=None, is_causal=False, dropout_p=0.0, "
                             "seed=0, <11 optional accumulators>) -> 11 gradients"),
+    CT_METHOD(mha_packed_forward,
+              "mha_packed_forward(query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias, "
+              "num_heads, self_attn, seq_first, mask=None, is_causal=False, dropout_p=0.0, seed=0) "
+              "-> (out, proj_q, proj_kv, probs, context)"),
+    CT_METHOD(mha_packed_backward,
+              "mha_packed_backward(dout, query, kv, in_proj_weight, in_proj_bias, out_weight, "
+              "out_bias, num_heads, self_attn, seq_first, proj_q, proj_kv, probs, context, "
+              "mask=None, is_causal=False, dropout_p=0.0, seed=0, need_dquery=True, "
+              "need_dkv=True) -> (dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, "
+              "dout_bias)"),
     CT_METHOD(positional_encoding, "positional_encoding(max_len, d_model, double=False) -> pe"),
     {NULL, NULL, 0, NULL},
 };

@@ -198,6 +198,39 @@ fail:
 
 /* cache_reorder(cache (B_in, H, Tmax, D), rows (B_out) ints, length=None)
  *   -> out (B_out, H, Tmax, D) with out[i, :, :length] = cache[rows[i], :, :length], zeros after. */
+/* decode_linear(x (..., K), w (N, K), bias (N) | None) -> out (..., N) = x w^T + bias */
+static PyObject *py_decode_linear(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"x", "w", "bias", NULL};
+    const char *fn = "decode_linear";
+    PyObject *o_x, *o_w, *o_b = Py_None;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", names, &o_x, &o_w, &o_b)) return NULL;
+    PyArrayObject *x = ct_input(&held, o_x, fn, "x", CT_ANY_FLOAT, 1, -1, 0);
+    if (x == NULL) goto fail;
+    int t = PyArray_TYPE(x), nd = PyArray_NDIM(x);
+    npy_intp K = PyArray_DIM(x, nd - 1), M = ct_prod(x, 0, nd - 1);
+    PyArrayObject *w = ct_input(&held, o_w, fn, "w", t, 2, 2, 0);
+    if (w == NULL || ct_check_dim(w, fn, "w", 1, K, "x.shape[-1]")) goto fail;
+    npy_intp N = PyArray_DIM(w, 0);
+    PyArrayObject *b = ct_input(&held, o_b, fn, "bias", t, 1, 1, 1);
+    if (b == NULL && PyErr_Occurred()) goto fail;
+    if (b != NULL && ct_check_dim(b, fn, "bias", 0, N, "w.shape[0]")) goto fail;
+    npy_intp shape[NPY_MAXDIMS];
+    for (int ax = 0; ax < nd - 1; ax++) shape[ax] = PyArray_DIM(x, ax);
+    shape[nd - 1] = N;
+    PyArrayObject *out = ct_empty(&held, t, nd, shape);
+    if (out == NULL) goto fail;
+    CT_DISPATCH(t, decode_linear, PyArray_DATA(out), PyArray_DATA(x), PyArray_DATA(w), CT_DATA(b),
+                M, K, N);
+    PyObject *ret = ct_ret(out);
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
 static PyObject *py_cache_reorder(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"cache", "rows", "length", NULL};
@@ -236,6 +269,7 @@ fail:
 }
 
 PyMethodDef ct_methods_decode[] = {
+    CT_METHOD(decode_linear, "decode_linear(x, w, bias=None) -> out"),
     CT_METHOD(kv_cache_append, "kv_cache_append(cache_k, cache_v, k_t, v_t, pos) -> None"),
     CT_METHOD(attend_step, "attend_step(q_t, cache_k, cache_v, lengths, key_padding_mask=None, "
                            "scale=None) -> out"),

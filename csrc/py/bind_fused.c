@@ -197,7 +197,87 @@ fail:
     return NULL;
 }
 
+/* ff_backward(dout (..., D), x (..., D), h (..., F), keep (..., F) bool | None, p, w1 (F, D),
+ *             b1 (F) | None, w2 (D, F), with_bias2=True, act="relu", need_dx=True)
+ *   -> (dx | None, dw1, db1 | None, dw2, db2 | None), fresh arrays */
+static PyObject *py_ff_backward(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dout", "x", "h", "keep", "p", "w1", "b1", "w2", "with_bias2", "act",
+                            "need_dx", NULL};
+    const char *fn = "ff_backward", *act_name = "relu";
+    PyObject *o_dout, *o_x, *o_h, *o_keep, *o_w1, *o_b1, *o_w2;
+    double p;
+    int with_b2 = 1, need_dx = 1, status = 0;
+    ct_held held = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOdOOO|psp", names, &o_dout, &o_x, &o_h,
+                                     &o_keep, &p, &o_w1, &o_b1, &o_w2, &with_b2, &act_name,
+                                     &need_dx))
+        return NULL;
+    int act = parse_act(act_name, fn);
+    if (act < 0) return NULL;
+    if (!(p >= 0 && p <= 1)) {
+        PyObject *got = PyFloat_FromDouble(p);
+        PyErr_Format(PyExc_ValueError, "%s: p must be in [0, 1], got %R", fn, got);
+        Py_XDECREF(got);
+        return NULL;
+    }
+    PyArrayObject *x = ct_input(&held, o_x, fn, "x", CT_ANY_FLOAT, 1, -1, 0);
+    if (x == NULL) goto fail;
+    int t = PyArray_TYPE(x), nd = PyArray_NDIM(x);
+    npy_intp D = PyArray_DIM(x, nd - 1), M = ct_prod(x, 0, nd - 1);
+    PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, 1, -1, 0);
+    if (dout == NULL || same_shape(dout, x, fn, "dout", "x.shape")) goto fail;
+    PyArrayObject *h = ct_input(&held, o_h, fn, "h", t, nd, nd, 0);
+    if (h == NULL) goto fail;
+    for (int ax = 0; ax < nd - 1; ax++)
+        if (ct_check_dim(h, fn, "h", ax, PyArray_DIM(x, ax), "x.shape")) goto fail;
+    npy_intp F = PyArray_DIM(h, nd - 1);
+    PyArrayObject *keep = ct_input(&held, o_keep, fn, "keep", NPY_BOOL, 1, -1, 1);
+    if (keep == NULL && PyErr_Occurred()) goto fail;
+    if (keep != NULL && same_shape(keep, h, fn, "keep", "h.shape")) goto fail;
+    PyArrayObject *w1 = ct_input(&held, o_w1, fn, "w1", t, 2, 2, 0);
+    if (w1 == NULL || ct_check_dim(w1, fn, "w1", 0, F, "h.shape[-1]") ||
+        ct_check_dim(w1, fn, "w1", 1, D, "x.shape[-1]"))
+        goto fail;
+    PyArrayObject *b1 = ct_input(&held, o_b1, fn, "b1", t, 1, 1, 1);
+    if (b1 == NULL && PyErr_Occurred()) goto fail;
+    if (b1 != NULL && ct_check_dim(b1, fn, "b1", 0, F, "h.shape[-1]")) goto fail;
+    PyArrayObject *w2 = ct_input(&held, o_w2, fn, "w2", t, 2, 2, 0);
+    if (w2 == NULL || ct_check_dim(w2, fn, "w2", 0, D, "x.shape[-1]") ||
+        ct_check_dim(w2, fn, "w2", 1, F, "h.shape[-1]"))
+        goto fail;
+    PyArrayObject *dx = need_dx ? ct_zeros(&held, t, nd, PyArray_DIMS(x)) : NULL;
+    PyArrayObject *dw1 = ct_zeros(&held, t, 2, PyArray_DIMS(w1));
+    PyArrayObject *db1 = b1 ? ct_zeros(&held, t, 1, PyArray_DIMS(b1)) : NULL;
+    PyArrayObject *dw2 = ct_zeros(&held, t, 2, PyArray_DIMS(w2));
+    npy_intp dshape[1] = {D};
+    PyArrayObject *db2 = with_b2 ? ct_zeros(&held, t, 1, dshape) : NULL;
+    if ((need_dx && !dx) || !dw1 || (b1 && !db1) || !dw2 || (with_b2 && !db2)) goto fail;
+    CT_DISPATCH_STATUS(status, t, ff_backward, CT_DATA(dx), PyArray_DATA(dw1), CT_DATA(db1),
+                       PyArray_DATA(dw2), CT_DATA(db2), PyArray_DATA(dout), PyArray_DATA(x),
+                       PyArray_DATA(h), (const uint8_t *)CT_DATA(keep), p, PyArray_DATA(w1),
+                       CT_DATA(b1), PyArray_DATA(w2), act, M, D, F);
+    if (status) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyArrayObject *res[5] = {dx, dw1, db1, dw2, db2};
+    PyObject *ret = PyTuple_New(5);
+    for (int i = 0; ret != NULL && i < 5; i++) {
+        PyObject *item = res[i] ? (PyObject *)res[i] : Py_None;
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(ret, i, item);
+    }
+    ct_release(&held);
+    return ret;
+fail:
+    ct_release(&held);
+    return NULL;
+}
+
 PyMethodDef ct_methods_fused[] = {
+    CT_METHOD(ff_backward, "ff_backward(dout, x, h, keep, p, w1, b1, w2, with_bias2=True, "
+                           "act='relu', need_dx=True) -> (dx, dw1, db1, dw2, db2)"),
     CT_METHOD(bias_act_forward, "bias_act_forward(inp, bias=None, act='relu') -> out"),
     CT_METHOD(bias_act_backward, "bias_act_backward(dout, inp, bias=None, act='relu', dinp=None, "
                                  "dbias=None) -> (dinp, dbias)"),

@@ -171,6 +171,68 @@ def mha_backward(dout: np.ndarray, query: np.ndarray, key: np.ndarray, value: np
     return MHAGrads(*grads, in_proj_weight=d_in_w, in_proj_bias=d_in_b)
 
 
+
+class PackedSaved(NamedTuple):
+    """What :func:`mha_packed_backward` needs from :func:`mha_packed_forward`."""
+    proj_q: np.ndarray             # token rows x 3E ([q | k | v], self-attention) or x E (q)
+    proj_kv: Optional[np.ndarray]  # memory token rows x 2E ([k | v]), cross-attention; else None
+    probs: np.ndarray              # (B, H, Tq, Tk) attention weights BEFORE dropout
+    context: np.ndarray            # heads merged, before the output projection, like query
+
+
+class PackedGrads(NamedTuple):
+    """Gradients of :func:`mha_packed_backward` (None where not asked for / no bias)."""
+    query: Optional[np.ndarray]
+    kv: Optional[np.ndarray]
+    in_proj_weight: np.ndarray
+    in_proj_bias: Optional[np.ndarray]
+    out_weight: np.ndarray
+    out_bias: Optional[np.ndarray]
+
+
+def mha_packed_forward(query: np.ndarray, kv: Optional[np.ndarray], in_proj_weight: np.ndarray,
+                       in_proj_bias: Optional[np.ndarray], out_weight: np.ndarray,
+                       out_bias: Optional[np.ndarray], num_heads: int, seq_first: bool = False,
+                       mask: Optional[np.ndarray] = None, is_causal: bool = False,
+                       dropout_p: float = 0.0, seed: int = 0) -> Tuple[np.ndarray, PackedSaved]:
+    """Multi-head attention with torch's packed ``in_proj_weight``, the path of
+    nn.MultiheadAttention inside the Transformer layers.
+
+    ``kv=None``: self-attention, keys and values projected from ``query``
+    (one (3E) projection GEMM); else cross-attention, keys and values from
+    ``kv`` (the memory).  Layout: ``seq_first=True`` -> query (Tq, B, E), kv
+    (Tk, B, E) (torch's batch_first=False, used without transposes);
+    otherwise (B, Tq, E), (B, Tk, E).  in_proj_weight (3E, E) = [wq; wk; wv],
+    in_proj_bias (3E) or None, out_weight (E, E), out_bias (E) or None; mask
+    broadcastable to (B, num_heads, Tq, Tk), bool True = take part, or float
+    added.  -> (out like query, saved).  Same maths and dropout mask as
+    :func:`mha_forward`, but ``saved.probs`` holds the weights *before*
+    dropout (backward then regenerates the dropout factors instead of
+    recomputing the softmax); the weights after dropout are
+    ``dropout_forward(saved.probs, dropout_p, seed)[0]`` (same counter-based mask).
+    """
+    out, pq, pkv, probs, ctx = _C.mha_packed_forward(query, kv, in_proj_weight, in_proj_bias, out_weight,
+                                                     out_bias, num_heads, kv is None, bool(seq_first), mask,
+                                                     bool(is_causal), float(dropout_p), int(seed))
+    return out, PackedSaved(pq, pkv, probs, ctx)
+
+
+def mha_packed_backward(dout: np.ndarray, query: np.ndarray, kv: Optional[np.ndarray],
+                        in_proj_weight: np.ndarray, in_proj_bias: Optional[np.ndarray],
+                        out_weight: np.ndarray, out_bias: Optional[np.ndarray], num_heads: int,
+                        saved: PackedSaved, seq_first: bool = False, mask: Optional[np.ndarray] = None,
+                        is_causal: bool = False, dropout_p: float = 0.0, seed: int = 0,
+                        need_dquery: bool = True, need_dkv: bool = True) -> PackedGrads:
+    """Gradients of :func:`mha_packed_forward` (same arguments, plus dout like
+    query and ``saved``).  For self-attention ``query`` gets the whole input
+    gradient (through q, k and v) and ``kv`` is None."""
+    return PackedGrads(*_C.mha_packed_backward(dout, query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias,
+                                               num_heads, kv is None, bool(seq_first), *saved, mask=mask,
+                                               is_causal=bool(is_causal), dropout_p=float(dropout_p),
+                                               seed=int(seed), need_dquery=bool(need_dquery),
+                                               need_dkv=bool(need_dkv)))
+
+
 def positional_encoding(max_len: int, d_model: int, dtype=np.float32) -> np.ndarray:
     """Sinusoidal table (max_len, d_model): PE[pos, 2i] = sin(pos / 10000^(2i/d_model)),
     PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)); an odd d_model ends with a

@@ -53,3 +53,11 @@ def cache_reorder(cache: np.ndarray, rows: np.ndarray, length: Optional[int] = N
     first ``length`` slots (all by default) and zeros after.  B_out may
     differ from B_in (e.g. expanding a batch to batch x beams)."""
     return _C.cache_reorder(cache, rows, length)
+
+
+def decode_linear(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
+    w (N, K), bias (N) or None -> (..., N).  One row goes through GEMV
+    (streaming the weights at about twice the bandwidth of a one-row GEMM);
+    more rows through the GEMM, exactly as :func:`linear_forward`."""
+    return _C.decode_linear(x, w, bias)

@@ -56,3 +56,21 @@ def add_layernorm_backward(dout: np.ndarray, inp: np.ndarray, residual: np.ndarr
     None; dbias (N) or None when not with_bias).  Given arrays are accumulated into."""
     return _C.add_layernorm_backward(dout, inp, residual, weight, mean, rstd, bool(with_bias), dinp,
                                      dweight, dbias)
+
+
+def ff_backward(dout: np.ndarray, x: np.ndarray, h: np.ndarray, keep: Optional[np.ndarray], p: float,
+                w1: np.ndarray, b1: Optional[np.ndarray], w2: np.ndarray, with_bias2: bool = True,
+                act: str = "relu", approximate: str = "none", need_dx: bool = True
+                ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, Optional[np.ndarray]]:
+    """Gradients of the feed-forward block ``y = drop(act(x w1^T + b1)) w2^T + b2``.
+
+    dout, x (..., D); h (..., F) = x w1^T (before b1, as saved by forward);
+    keep (..., F) bool dropout mask (True = kept; None without dropout) and
+    its probability p; w1 (F, D), b1 (F) or None, w2 (D, F).  linear2's
+    input is recomputed from h, b1 and keep.  Rows of dout that are all
+    zero (padding) are skipped when the saved rows and weights are finite:
+    the result equals the dense computation.
+    -> (dx (..., D) or None when not need_dx, dw1, db1 or None, dw2, db2 or
+    None when not with_bias2)."""
+    return _C.ff_backward(dout, x, h, keep, float(p), w1, b1, w2, bool(with_bias2),
+                          _act_name("ff_backward", act, approximate), bool(need_dx))

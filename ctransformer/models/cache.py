@@ -39,11 +39,35 @@ def _heads(x: Arr, H: int) -> Arr:
     return x.reshape(x.shape[0], H, -1)
 
 
+def _linear(x: Arr, lin) -> Arr:
+    """An nn.Linear on the step's rows (GEMV for one row: see decode_linear)."""
+    b = lin.bias
+    return K.decode_linear(x, lin.weight._data, None if b is None else b._data)
+
+
+def output_step(module, x: Arr) -> Tensor:
+    """The model's output layer (generator / lm_head) on the step's rows."""
+    from ..nn.modules import Linear
+    if type(module) is Linear:
+        return Tensor._wrap(_linear(x, module))
+    return module(Tensor._wrap(x))
+
+
 def _out_proj(attn, ctx: Arr) -> Arr:
     """ctx (B, H, Dh) -> (B, E) through out_proj."""
-    b = attn.out_proj.bias
-    return K.linear_forward(ctx.reshape(ctx.shape[0], -1), attn.out_proj.weight._data,
-                            None if b is None else b._data)
+    return _linear(ctx.reshape(ctx.shape[0], -1), attn.out_proj)
+
+
+def feed_forward_step(layer, x: Arr) -> Arr:
+    """The layer's feed-forward on the step's rows (eval: no dropout)."""
+    from ..nn.transformer import _fused_kind
+    kind = _fused_kind(layer.activation)
+    if kind is None:
+        return layer._ff(Tensor._wrap(x))._data
+    b1 = layer.linear1.bias
+    h = K.decode_linear(x, layer.linear1.weight._data, None)
+    a = K.bias_act_forward(h, None if b1 is None else b1._data, kind[0], kind[1])
+    return _linear(a, layer.linear2)
 
 
 class SelfCache:
@@ -60,12 +84,16 @@ class SelfCache:
 
 def self_attn_step(attn, x: Arr, cache: SelfCache, t: int) -> Arr:
     """x (B, E) the new token at position t -> attention output (B, E)."""
-    wq, wk, wv, bq, bk, bv = _proj(attn)
-    H = attn.num_heads
-    q = _heads(K.linear_forward(x, wq, bq), H)
-    K.kv_cache_append(cache.k, cache.v, _heads(K.linear_forward(x, wk, bk), H),
-                      _heads(K.linear_forward(x, wv, bv), H), t)
-    return _out_proj(attn, K.attend_step(q, cache.k, cache.v, t + 1))
+    H, E = attn.num_heads, attn.embed_dim
+    if attn.in_proj_weight is not None:  # packed: q, k and v in one pass over the weights
+        b = attn.in_proj_bias
+        qkv = K.decode_linear(x, attn.in_proj_weight._data, None if b is None else b._data)
+        q, k, v = qkv[:, :E], qkv[:, E:2 * E], qkv[:, 2 * E:]
+    else:
+        wq, wk, wv, bq, bk, bv = _proj(attn)
+        q, k, v = (K.decode_linear(x, w, b) for w, b in ((wq, bq), (wk, bk), (wv, bv)))
+    K.kv_cache_append(cache.k, cache.v, _heads(k, H), _heads(v, H), t)
+    return _out_proj(attn, K.attend_step(np.ascontiguousarray(_heads(q, H)), cache.k, cache.v, t + 1))
 
 
 def cross_kv(attn, memory: Arr) -> Tuple[Arr, Arr]:
@@ -83,7 +111,7 @@ def cross_kv(attn, memory: Arr) -> Tuple[Arr, Arr]:
 def cross_attn_step(attn, x: Arr, mem_k: Arr, mem_v: Arr, mem_pad: Optional[Arr]) -> Arr:
     """x (B, E) attends to the memory (keys hidden where mem_pad (B, S) is True)."""
     wq, _, _, bq, _, _ = _proj(attn)
-    q = _heads(K.linear_forward(x, wq, bq), attn.num_heads)
+    q = _heads(K.decode_linear(x, wq, bq), attn.num_heads)
     return _out_proj(attn, K.attend_step(q, mem_k, mem_v, mem_k.shape[2], mem_pad))
 
 
@@ -99,9 +127,9 @@ def encoder_layer_step(layer, x: Arr, cache: SelfCache, t: int) -> Arr:
     """One token through a TransformerEncoderLayer used causally (decoder-only LM)."""
     if layer.norm_first:
         x = x + self_attn_step(layer.self_attn, layer.norm1(_t(x))._data, cache, t)
-        return x + layer._ff(layer.norm2(_t(x)))._data
+        return x + feed_forward_step(layer, layer.norm2(_t(x))._data)
     x = _post_norm(layer, x, self_attn_step(layer.self_attn, x, cache, t), layer.norm1)
-    return _post_norm(layer, x, layer._ff(_t(x))._data, layer.norm2)
+    return _post_norm(layer, x, feed_forward_step(layer, x), layer.norm2)
 
 
 def decoder_layer_step(layer, x: Arr, cache: SelfCache, mem_kv: Tuple[Arr, Arr], mem_pad: Optional[Arr],
@@ -111,10 +139,10 @@ def decoder_layer_step(layer, x: Arr, cache: SelfCache, mem_kv: Tuple[Arr, Arr],
     if layer.norm_first:
         x = x + self_attn_step(layer.self_attn, layer.norm1(_t(x))._data, cache, t)
         x = x + cross_attn_step(layer.multihead_attn, layer.norm2(_t(x))._data, mk, mv, mem_pad)
-        return x + layer._ff(layer.norm3(_t(x)))._data
+        return x + feed_forward_step(layer, layer.norm3(_t(x))._data)
     x = _post_norm(layer, x, self_attn_step(layer.self_attn, x, cache, t), layer.norm1)
     x = _post_norm(layer, x, cross_attn_step(layer.multihead_attn, x, mk, mv, mem_pad), layer.norm2)
-    return _post_norm(layer, x, layer._ff(_t(x))._data, layer.norm3)
+    return _post_norm(layer, x, feed_forward_step(layer, x), layer.norm3)
 
 
 class DecoderCache:

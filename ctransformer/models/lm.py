@@ -12,7 +12,7 @@ from ..nn.module import Module
 from ..nn.modules import Embedding, LayerNorm, Linear
 from ..nn.transformer import TransformerEncoder, TransformerEncoderLayer
 from ..tensor import Tensor
-from .cache import DecoderCache, SelfCache, encoder_layer_step
+from .cache import DecoderCache, SelfCache, encoder_layer_step, output_step
 
 
 class DecoderLM(Module):
@@ -75,6 +75,6 @@ class DecoderLM(Module):
                 x = encoder_layer_step(layer, x, c, t)
             if self.blocks.norm is not None:
                 x = self.blocks.norm(Tensor._wrap(x))._data
-            logits = self.lm_head(Tensor._wrap(x))
+            logits = output_step(self.lm_head, x)
         cache.t = t + 1
         return logits

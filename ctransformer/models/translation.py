@@ -14,7 +14,7 @@ from ..nn.module import Module
 from ..nn.modules import Embedding, LayerNorm, Linear
 from ..nn.transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
 from ..tensor import Tensor
-from .cache import DecoderCache, SelfCache, cross_kv, decoder_layer_step
+from .cache import DecoderCache, SelfCache, cross_kv, decoder_layer_step, output_step
 
 
 def _ids(x, fn: str, arg: str) -> Tensor:
@@ -145,6 +145,6 @@ class TranslationTransformer(Module):
                 x = decoder_layer_step(layer, x, c, mkv, cache.mem_pad, t)
             if self.decoder.norm is not None:
                 x = self.decoder.norm(Tensor._wrap(x))._data
-            logits = self.generator(Tensor._wrap(x))
+            logits = output_step(self.generator, x)
         cache.t = t + 1
         return logits

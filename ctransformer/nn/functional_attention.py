@@ -229,6 +229,45 @@ def _mha(query: Tensor, key: Tensor, value: Tensor, num_heads: int, q_w: Optiona
     return apply_op(out, parents, backward, name="MultiheadAttention"), None
 
 
+def _mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: Tensor, in_b: Optional[Tensor],
+                out_w: Tensor, out_b: Optional[Tensor], mask: Optional[np.ndarray], is_causal: bool,
+                dropout_p: float, need_weights: bool, average_attn_weights: bool, seq_first: bool, fn: str
+                ) -> Tuple[Tensor, Optional[Tensor]]:
+    """Self-attention (``memory`` None: key = value = query) or cross-attention
+    (key = value = memory) with the packed in_proj_weight, as ONE autograd op
+    around mha_packed_forward / mha_packed_backward, in the inputs' own layout
+    (``seq_first``: (L, N, E), no transposes).  Parents: (query, memory,
+    in_w, in_b, out_w, out_b)."""
+    seed = _dropout_seed(dropout_p, fn)
+    arr = lambda t: None if t is None else t._data  # noqa: E731
+    opts = dict(mask=mask, is_causal=is_causal, dropout_p=dropout_p, seed=seed)
+    args = (query._data, arr(memory), in_w._data, arr(in_b), out_w._data, arr(out_b), num_heads)
+    out, saved = K.mha_packed_forward(*args, seq_first=seq_first, **opts)
+    attn = None
+    if need_weights:
+        attn = saved.probs  # before dropout: apply the kernel's own mask (same seed, same flat index)
+        if dropout_p > 0:
+            attn = K.dropout_forward(attn, dropout_p, seed)[0]
+        attn = attn.mean(axis=1) if average_attn_weights else attn
+    parents = (query, memory, in_w, in_b, out_w, out_b)
+
+    def backward(g):
+        if need_weights:
+            g, g_attn = g
+            if np.any(g_attn):
+                raise RuntimeError(f"{fn}: gradients through the returned attention weights are not "
+                                   "supported (they are an output for inspection); use the attention output")
+        gr = K.mha_packed_backward(np.ascontiguousarray(g), *args, saved, seq_first=seq_first, **opts,
+                                   need_dquery=query.requires_grad,
+                                   need_dkv=memory is not None and memory.requires_grad)
+        return gr.query, gr.kv, gr.in_proj_weight, gr.in_proj_bias, gr.out_weight, gr.out_bias
+
+    if need_weights:
+        out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention")
+        return out_t, attn_t
+    return apply_op(out, parents, backward, name="MultiheadAttention"), None
+
+
 def _check_param(t, fn: str, arg: str, shape: tuple, ref: Tensor) -> None:
     if t is None:
         return
@@ -331,6 +370,11 @@ def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: i
     # without one we apply the causal mask (torch raises instead).
     causal = bool(is_causal) and am is None
     p = float(dropout_p) if training else 0.0
+    if in_proj_weight is not None and nd == 3 and k is v:
+        # The Transformer layers' case: self- or cross-attention on one packed
+        # projection, computed in the inputs' own layout.
+        return _mha_packed(q, None if q is k else k, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,
+                           out_proj_bias, mask, causal, p, need_weights, average_attn_weights, not batch_first, fn)
     qb, kb, vb = (_to_batch_first(t, nd, batch_first) for t in (q, k, v))
     out, attn = _mha(qb, kb, vb, num_heads, q_proj_weight if in_proj_weight is None else None,
                      k_proj_weight if in_proj_weight is None else None,

@@ -49,17 +49,17 @@ def feed_forward(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Op
     b1d = None if b1 is None else b1._data
     a = K.bias_act_forward(h, b1d, activation, approximate)
     drop = training and dropout_p > 0
-    mask = None
+    keep = None
     if drop:
-        a, mask = K.dropout_forward(a, dropout_p, default_generator.next_seed())
+        a, keep = K.dropout_forward(a, dropout_p, default_generator.next_seed())
     y = K.linear_forward(a, w2._data, None if b2 is None else b2._data)
+    del a  # backward recomputes linear2's input from h (and keep): one (..., F) array saved, not two
+    p = dropout_p if drop else 0.0
 
     def backward(g):
-        da, dw2, db2 = K.linear_backward(np.ascontiguousarray(g), a, w2._data, with_bias=b2 is not None)
-        if drop:
-            da = K.dropout_backward(da, mask, dropout_p)
-        dh, db1 = K.bias_act_backward(da, h, b1d, activation, approximate)
-        dx, dw1, _ = K.linear_backward(dh, xd, w1._data, with_bias=False)
+        dx, dw1, db1, dw2, db2 = K.ff_backward(np.ascontiguousarray(g), xd, h, keep, p, w1._data, b1d, w2._data,
+                                               with_bias2=b2 is not None, act=activation, approximate=approximate,
+                                               need_dx=x.requires_grad)
         return dx, dw1, db1, dw2, db2
 
     return apply_op(y, (x, w1, b1, w2, b2), backward, name="FeedForward")
