@@ -69,3 +69,7 @@ def _threads_from_env() -> None:
 
 
 _threads_from_env()
+
+# PyTorch-style layers, optimizers, data loading and checkpoints (Python over the kernels).
+from . import nn, optim, utils  # noqa: E402
+from .serialization import load, save  # noqa: E402

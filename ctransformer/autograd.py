@@ -128,7 +128,7 @@ def _accumulate_leaf(t, g: np.ndarray) -> None:
         g = g.astype(t._data.dtype)
     if t.grad is None:
         # Copy: g may alias a buffer that another op's backward also returned.
-        t.grad = Tensor._wrap(np.array(g, copy=True))
+        t.grad = Tensor._wrap(np.array(g, order="C", copy=True))
     else:
         t.grad._data = t.grad._data + g
 

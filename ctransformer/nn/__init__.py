@@ -1,0 +1,14 @@
+"""ctransformer.nn: PyTorch's module API over our kernels.
+
+    import ctransformer.nn as nn
+    import ctransformer.nn.functional as F
+"""
+from . import functional, init, utils
+from .module import Module
+from .modules import (GELU, CrossEntropyLoss, Dropout, Embedding, Identity, LayerNorm, Linear, LogSoftmax,
+                      ModuleDict, ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid, Softmax, Tanh)
+from .parameter import Parameter
+
+__all__ = ["functional", "init", "utils", "Module", "Parameter", "GELU", "CrossEntropyLoss", "Dropout", "Embedding",
+           "Identity", "LayerNorm", "Linear", "LogSoftmax", "ModuleDict", "ModuleList", "MSELoss", "NLLLoss",
+           "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh"]

@@ -1,0 +1,85 @@
+"""Adam and AdamW (torch's algorithm, bias-corrected, optional AMSGrad)."""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional, Tuple
+
+import numpy as np
+
+from .. import kernels as K
+from ..autograd import no_grad
+from ..tensor import Tensor
+from .optimizer import Optimizer, _inplace_ready
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    weight_decay adds wd * p to g (Adam) or multiplies p by (1 - lr wd)
+    first (``decoupled_weight_decay=True``, AdamW).  One ``adam_step`` kernel
+    call per parameter.  State: step (float32 0-d), exp_avg, exp_avg_sq
+    (and max_exp_avg_sq with amsgrad)."""
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False, differentiable: bool = False, fused=None,
+                 decoupled_weight_decay: bool = False) -> None:
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
+                        fused=fused, decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _state_for(self, p: Tensor, amsgrad: bool) -> dict:
+        state = self.state[p]
+        if len(state) == 0:
+            state["step"] = Tensor._wrap(np.asarray(0.0, np.float32))
+            state["exp_avg"] = Tensor._wrap(np.zeros_like(p._data, order="C"))
+            state["exp_avg_sq"] = Tensor._wrap(np.zeros_like(p._data, order="C"))
+            if amsgrad:
+                state["max_exp_avg_sq"] = Tensor._wrap(np.zeros_like(p._data, order="C"))
+        if amsgrad and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = Tensor._wrap(np.zeros_like(p._data, order="C"))
+        return state
+
+    def step(self, closure: Optional[Callable] = None):
+        loss = self._evaluate(closure)
+        with no_grad():
+            for group in self.param_groups:
+                beta1, beta2 = group["betas"]
+                amsgrad = bool(group["amsgrad"])
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    param = _inplace_ready(p)
+                    grad = self._grad_array(p)
+                    state = self._state_for(p, amsgrad)
+                    step_t = state["step"]
+                    step_t._data = np.asarray(step_t._data + 1, step_t._data.dtype)
+                    max_sq = _inplace_ready(state["max_exp_avg_sq"]) if amsgrad else None
+                    K.adam_step(param, grad, _inplace_ready(state["exp_avg"]), _inplace_ready(state["exp_avg_sq"]),
+                                int(step_t.item()), float(group["lr"]), float(beta1), float(beta2),
+                                float(group["eps"]), float(group["weight_decay"]),
+                                bool(group["decoupled_weight_decay"]), amsgrad, max_sq, bool(group["maximize"]))
+        return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (default weight_decay=0.01)."""
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach=None, capturable: bool = False, differentiable: bool = False, fused=None) -> None:
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                         foreach=foreach, maximize=maximize, capturable=capturable, differentiable=differentiable,
+                         fused=fused, decoupled_weight_decay=True)
