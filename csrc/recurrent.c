@@ -24,86 +24,168 @@
 #include "linear.h"
 #include "recurrent.h"
 
-static inline real FN(sigmoid)(real a) { return (real)1 / ((real)1 + EXP(-a)); }
+/* The gate loops below select with comparisons (exp's clamp, relu).  Under
+ * the default -ftrapping-math GCC keeps such selects as branches, which stops
+ * vectorisation; no-trapping-math only lets it ignore floating-point
+ * exception flags (nothing here reads them): values are unchanged.  Every
+ * function up to the pop shares the option, so they still inline. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+/* ---------------------------------------------------------------------------
+ * exp, sigmoid and tanh without libm calls, so the gate loops vectorise
+ * (glibc's tanhf alone was a fifth of an LSTM step).  exp(x) = 2^n e^r with
+ * n = round(x / ln 2) and |r| <= ln(2) / 2; e^r is a polynomial (float: Cephes'
+ * expf, ~1 ulp; double: Taylor to r^13, < 1e-16 relative); 2^n is built in the
+ * exponent bits.  x is clamped so 2^n stays a normal number: exp(-inf) gives
+ * ~1e-38 (float) / ~3e-308 (double) instead of 0, exp(+inf) the largest
+ * power of two instead of inf; NaN fails both comparisons and stays NaN. */
+#if CT_DTYPE_IS_F32
+static inline real FN(fast_exp)(real x)
+{
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    /* adding 1.5 * 2^23 rounds x / ln2 to an integer held in the low mantissa bits */
+    float t = x * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = (x - n * 0.693359375f) + n * 2.12194440e-4f; /* Cody-Waite: ln2 = C1 - C2 */
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits - 0x4B400000 + 127) << 23; /* 2^n */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+#else
+static inline real FN(fast_exp)(real x)
+{
+    x = x < -708.0 ? -708.0 : x;
+    x = x > 709.0 ? 709.0 : x;
+    double t = x * 1.4426950408889634074 + 6755399441055744.0;
+    double n = t - 6755399441055744.0;
+    double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+    double p = 1.0 / 6227020800.0; /* 1/13! ... 1/2!, Horner */
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r * r + r + 1.0;
+    int64_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits - 0x4338000000000000LL + 1023) << 52; /* 2^n */
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+#endif
+
+static inline real FN(sigmoid)(real a) { return (real)1 / ((real)1 + FN(fast_exp)(-a)); }
+
+/* tanh(a) = 1 - 2 / (e^{2a} + 1): absolute error ~1 ulp of 1 (the relative
+ * error grows as a -> 0, where the value itself is tiny). */
+static inline real FN(tanh)(real a) { return (real)1 - (real)2 / (FN(fast_exp)(2 * a) + (real)1); }
 
 /* ---------------------------------------------------------------------------
  * Gate maths of one row (one sequence, one step).  Shared by the sequence
  * kernel and, through it, by the cell.
- *   xp (G*H)  x W_ih^T + b_ih          hp (G*H)  h W_hh^T + b_hh
+ *   xg        in: x W_ih^T + b_ih (G*H); out: what backward needs, in place:
+ *             rnn h' (H); lstm i,f,g,o (4H); gru r,z,n,p_n (4H, p_n = h W_hn^T + b_hn)
+ *   hp (G*H)  h W_hh^T + b_hh
  *   h, c (H)  state before the step    h_new, c_new (H)  state after
- *   gates     saved for backward: lstm i,f,g,o; gru r,z,n,p_n (4H each row)
- * c, c_new and gates are unused (may be NULL) for plain rnn. */
-static void FN(row_forward)(int mode, ct_int H, const real *xp, const real *hp, const real *h,
-                            const real *c, real *h_new, real *c_new, real *gates)
+ * c and c_new are lstm only (may be NULL otherwise). */
+static CT_VECTOR_CLONES void FN(row_forward)(int mode, ct_int H, real *restrict xg,
+                                             const real *restrict hp, const real *restrict h,
+                                             const real *restrict c, real *restrict h_new,
+                                             real *restrict c_new)
 {
     switch (mode) {
     case CT_RNN_TANH:
-        for (ct_int k = 0; k < H; k++) h_new[k] = TANH(xp[k] + hp[k]);
+        for (ct_int k = 0; k < H; k++) h_new[k] = xg[k] = FN(tanh)(xg[k] + hp[k]);
         break;
     case CT_RNN_RELU:
         for (ct_int k = 0; k < H; k++) {
-            real a = xp[k] + hp[k];
-            h_new[k] = a < 0 ? 0 : a; /* NaN stays NaN */
+            real a = xg[k] + hp[k];
+            h_new[k] = xg[k] = a < 0 ? 0 : a; /* NaN stays NaN */
         }
         break;
     case CT_LSTM:
         for (ct_int k = 0; k < H; k++) {
-            real i = FN(sigmoid)(xp[k] + hp[k]);
-            real f = FN(sigmoid)(xp[H + k] + hp[H + k]);
-            real g = TANH(xp[2 * H + k] + hp[2 * H + k]);
-            real o = FN(sigmoid)(xp[3 * H + k] + hp[3 * H + k]);
+            real i = FN(sigmoid)(xg[k] + hp[k]);
+            real f = FN(sigmoid)(xg[H + k] + hp[H + k]);
+            real g = FN(tanh)(xg[2 * H + k] + hp[2 * H + k]);
+            real o = FN(sigmoid)(xg[3 * H + k] + hp[3 * H + k]);
             c_new[k] = f * c[k] + i * g;
-            h_new[k] = o * TANH(c_new[k]);
-            gates[k] = i, gates[H + k] = f, gates[2 * H + k] = g, gates[3 * H + k] = o;
+            h_new[k] = o * FN(tanh)(c_new[k]);
+            xg[k] = i, xg[H + k] = f, xg[2 * H + k] = g, xg[3 * H + k] = o;
         }
         break;
     default: /* CT_GRU */
         for (ct_int k = 0; k < H; k++) {
-            real r = FN(sigmoid)(xp[k] + hp[k]);
-            real z = FN(sigmoid)(xp[H + k] + hp[H + k]);
+            real r = FN(sigmoid)(xg[k] + hp[k]);
+            real z = FN(sigmoid)(xg[H + k] + hp[H + k]);
             real pn = hp[2 * H + k];
-            real n = TANH(xp[2 * H + k] + r * pn);
+            real n = FN(tanh)(xg[2 * H + k] + r * pn);
             h_new[k] = (1 - z) * n + z * h[k];
-            gates[k] = r, gates[H + k] = z, gates[2 * H + k] = n, gates[3 * H + k] = pn;
+            xg[k] = r, xg[H + k] = z, xg[2 * H + k] = n, xg[3 * H + k] = pn;
         }
         break;
     }
 }
 
 /* Backward of row_forward.
- *   dh (H)   in: dL/dh_new;  out: the part of dL/dh that bypasses W_hh (gru: dh' * z)
- *   dc (H)   lstm: in dL/dc_new, out dL/dc
- *   dgi, dgh (G*H)  written: dL/da and dL/dp (equal except for gru's n block);
- *                   they may be the same buffer when equal. */
-static void FN(row_backward)(int mode, ct_int H, const real *gates, const real *h,
-                             const real *h_new, const real *c, const real *c_new, real *dh,
-                             real *dc, real *dgi, real *dgh)
+ *   gates     what row_forward left in xg;  h, h_new, c, c_new as in the forward
+ *   dh (H)    in: dL/dh_new;  out: the part of dL/dh that bypasses W_hh (gru: dh' z)
+ *   dc (H)    lstm: in dL/dc_new, out dL/dc
+ *   dgi (G*H) written: dL/da, a = x W_ih^T + b_ih; for rnn and lstm this is also
+ *             dL/dp, p = h W_hh^T + b_hh
+ *   dgh (G*H) gru only, written: dL/dp (differs from dL/da in the n block) */
+static CT_VECTOR_CLONES void FN(row_backward)(int mode, ct_int H, const real *restrict gates,
+                                              const real *restrict h,
+                                              const real *restrict h_new,
+                                              const real *restrict c,
+                                              const real *restrict c_new, real *restrict dh,
+                                              real *restrict dc, real *restrict dgi,
+                                              real *restrict dgh)
 {
     switch (mode) {
     case CT_RNN_TANH: /* tanh' = 1 - h'^2 */
         for (ct_int k = 0; k < H; k++) {
-            real d = dh[k] * (1 - h_new[k] * h_new[k]);
-            dgi[k] = d, dgh[k] = d, dh[k] = 0;
+            dgi[k] = dh[k] * (1 - h_new[k] * h_new[k]);
+            dh[k] = 0;
         }
         break;
     case CT_RNN_RELU: /* relu' = [h' > 0] */
         for (ct_int k = 0; k < H; k++) {
-            real d = h_new[k] <= 0 ? 0 : dh[k];
-            dgi[k] = d, dgh[k] = d, dh[k] = 0;
+            dgi[k] = h_new[k] <= 0 ? 0 : dh[k];
+            dh[k] = 0;
         }
         break;
     case CT_LSTM:
         for (ct_int k = 0; k < H; k++) {
             real i = gates[k], f = gates[H + k], g = gates[2 * H + k], o = gates[3 * H + k];
-            real tc = TANH(c_new[k]);
+            real tc = FN(tanh)(c_new[k]);
             /* total dL/dc' = through h' = o tanh(c') plus from the next step */
             real dct = dc[k] + dh[k] * o * (1 - tc * tc);
-            real d_i = dct * g * i * (1 - i);
-            real d_f = dct * c[k] * f * (1 - f);
-            real d_g = dct * i * (1 - g * g);
-            real d_o = dh[k] * tc * o * (1 - o);
-            dgi[k] = d_i, dgi[H + k] = d_f, dgi[2 * H + k] = d_g, dgi[3 * H + k] = d_o;
-            dgh[k] = d_i, dgh[H + k] = d_f, dgh[2 * H + k] = d_g, dgh[3 * H + k] = d_o;
+            dgi[k] = dct * g * i * (1 - i);
+            dgi[H + k] = dct * c[k] * f * (1 - f);
+            dgi[2 * H + k] = dct * i * (1 - g * g);
+            dgi[3 * H + k] = dh[k] * tc * o * (1 - o);
             dc[k] = dct * f, dh[k] = 0;
         }
         break;
@@ -111,7 +193,7 @@ static void FN(row_backward)(int mode, ct_int H, const real *gates, const real *
         for (ct_int k = 0; k < H; k++) {
             real r = gates[k], z = gates[H + k], n = gates[2 * H + k], pn = gates[3 * H + k];
             real dhk = dh[k];
-            real d_n = dhk * (1 - z) * (1 - n * n);        /* d(a_n + r p_n) */
+            real d_n = dhk * (1 - z) * (1 - n * n); /* d(a_n + r p_n) */
             real d_z = dhk * (h[k] - n) * z * (1 - z);
             real d_r = d_n * pn * r * (1 - r);
             dgi[k] = d_r, dgi[H + k] = d_z, dgi[2 * H + k] = d_n;
@@ -122,12 +204,17 @@ static void FN(row_backward)(int mode, ct_int H, const real *gates, const real *
     }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
 /* ---------------------------------------------------------------------------
- * The saved buffer (see ct_rnn_saved_size): step-indexed states and gates. */
+ * The saved buffer (see ct_rnn_saved_size): step-indexed states, time-indexed
+ * gates.  For rnn the "gates" are the output itself (out, (T, B, H)). */
 typedef struct {
-    real *hs;    /* (T+1, B, H) */
-    real *cs;    /* (T+1, B, H) lstm, else NULL */
-    real *gates; /* (T, B, SG*H) */
+    real *hs;    /* (T+1, B, H)  state before step s at [s] */
+    real *cs;    /* (T+1, B, H)  lstm, else NULL */
+    real *gates; /* (T, B, SG*H) lstm / gru, else NULL */
 } FN(rnn_saved);
 
 static FN(rnn_saved) FN(saved_views)(real *saved, const ct_rnn_shape *s)
@@ -136,35 +223,54 @@ static FN(rnn_saved) FN(saved_views)(real *saved, const ct_rnn_shape *s)
     ct_int states = (s->T + 1) * s->B * s->H;
     v.hs = saved;
     v.cs = s->mode == CT_LSTM ? saved + states : NULL;
-    v.gates = (v.cs ? v.cs : v.hs) + states;
+    v.gates = ct_rnn_saved_gate_count(s->mode) ? (v.cs ? v.cs : v.hs) + states : NULL;
     return v;
 }
 
+/* dst rows (M rows, ld apart) [0:N] = inp (M, K) @ weight (N, K)^T + bias (N or NULL).
+ * A linear layer writing into a wider row (gru's gates keep a 4th block). */
+static void FN(project)(real *dst, ct_int ld, const real *inp, const real *weight,
+                        const real *bias, ct_int M, ct_int K, ct_int N)
+{
+    if (M == 0 || N == 0) return;
+    for (ct_int m = 0; m < M; m++) {
+        if (bias) memcpy(dst + m * ld, bias, (size_t)N * sizeof(real));
+        else memset(dst + m * ld, 0, (size_t)N * sizeof(real));
+    }
+    if (K > 0)
+        GEMM(CT_ROWMAJOR, CT_NOTRANS, CT_TRANS, (int)M, (int)N, (int)K, 1, inp, (int)K, weight,
+             (int)K, 1, dst, (int)ld);
+}
+
+/* Row of the time-indexed x-projection / gate buffer: out for rnn, else gates. */
+static real *FN(xg_row)(const ct_rnn_shape *s, FN(rnn_saved) v, real *out, ct_int t, ct_int b)
+{
+    ct_int row = t * s->B + b;
+    return v.gates ? v.gates + row * ct_rnn_saved_gate_count(s->mode) * s->H : out + row * s->H;
+}
+
 /* One forward step s over the batch.
- *   xproj (T, B, G*H) time-indexed;  hproj (B, G*H) = hs[s] W_hh^T + b_hh
- *   out (T, B, H) time-indexed; reads v.hs[s], v.cs[s], writes [s+1] and gates[s].
+ *   hproj (B, G*H) = hs[s] W_hh^T + b_hh;  reads v.hs[s], v.cs[s], writes [s+1]
+ *   out (T, B, H) time-indexed; gates / out rows hold the x-projection until visited.
  * A row past its length keeps its state; its time slot s is padding: out = 0. */
-static void FN(step_forward)(const ct_rnn_shape *s, ct_int step, const real *xproj,
-                             const real *hproj, FN(rnn_saved) v, real *out)
+static void FN(step_forward)(const ct_rnn_shape *s, ct_int step, const real *hproj,
+                             FN(rnn_saved) v, real *out)
 {
     ct_int B = s->B, H = s->H, GH = ct_rnn_gate_count(s->mode) * H;
-    ct_int SGH = ct_rnn_saved_gate_count(s->mode) * H;
     for (ct_int b = 0; b < B; b++) {
         ct_int len = ct_rnn_length(s, b), row = step * B + b, next = row + B;
         const real *h = v.hs + row * H, *c = v.cs ? v.cs + row * H : NULL;
         real *h_new = v.hs + next * H, *c_new = v.cs ? v.cs + next * H : NULL;
-        real *gates = v.gates + row * SGH;
         if (step >= len) {
             memcpy(h_new, h, (size_t)H * sizeof(real));
             if (c) memcpy(c_new, c, (size_t)H * sizeof(real));
-            memset(gates, 0, (size_t)SGH * sizeof(real));
             memset(out + row * H, 0, (size_t)H * sizeof(real));
             continue;
         }
         ct_int t = ct_rnn_time(s, len, step);
-        FN(row_forward)(s->mode, H, xproj + (t * B + b) * GH, hproj + b * GH, h, c, h_new, c_new,
-                        gates);
-        memcpy(out + (t * B + b) * H, h_new, (size_t)H * sizeof(real));
+        FN(row_forward)(s->mode, H, FN(xg_row)(s, v, out, t, b), hproj + b * GH, h, c, h_new,
+                        c_new);
+        if (v.gates) memcpy(out + (t * B + b) * H, h_new, (size_t)H * sizeof(real));
     }
 }
 
@@ -175,7 +281,8 @@ static void FN(step_forward)(const ct_rnn_shape *s, ct_int step, const real *xpr
  *   out    (T, B, H)     h at every real step, 0 on padding
  *   h_n, c_n (B, H)      each sequence's state after its last real step (NULL: skipped)
  *   saved  (ct_rnn_saved_size)  for rnn_backward
- */
+ * The input projection of all steps is one GEMM written straight into the
+ * gate buffer (rnn: into out), which the gate maths then overwrites in place. */
 int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x, const real *h0,
                     const real *c0, const real *w_ih, const real *w_hh, const real *b_ih,
                     const real *b_hh, const ct_rnn_shape *shape)
@@ -188,21 +295,16 @@ int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x,
     if (v.cs && c0) memcpy(v.cs, c0, (size_t)BH * sizeof(real));
     else if (v.cs) memset(v.cs, 0, (size_t)BH * sizeof(real));
 
-    real *xproj = malloc((size_t)CT_MAX(T * B * GH, 1) * sizeof(real));
     real *hproj = malloc((size_t)CT_MAX(B * GH, 1) * sizeof(real));
-    if (xproj == NULL || hproj == NULL) {
-        free(xproj);
-        free(hproj);
-        return -1;
-    }
-    FN(linear_forward)(xproj, x, w_ih, b_ih, T * B, shape->In, GH);
+    if (hproj == NULL) return -1;
+    ct_int ld = v.gates ? ct_rnn_saved_gate_count(shape->mode) * H : H;
+    FN(project)(v.gates ? v.gates : out, ld, x, w_ih, b_ih, T * B, shape->In, GH);
     for (ct_int step = 0; step < T; step++) {
         FN(linear_forward)(hproj, v.hs + step * BH, w_hh, b_hh, B, H, GH);
-        FN(step_forward)(shape, step, xproj, hproj, v, out);
+        FN(step_forward)(shape, step, hproj, v, out);
     }
     if (h_n) memcpy(h_n, v.hs + T * BH, (size_t)BH * sizeof(real));
     if (c_n && v.cs) memcpy(c_n, v.cs + T * BH, (size_t)BH * sizeof(real));
-    free(xproj);
     free(hproj);
     return 0;
 }
@@ -211,13 +313,13 @@ int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x,
  *   dh, dc (B, H)   in: dL/d(state after step s) excluding out[t]; out: the part
  *                   of dL/d(state before step s) that bypasses W_hh
  *   dgi (T, B, G*H) time-indexed dL/d(x W_ih^T + b_ih)
- *   dgh (T, B, G*H) step-indexed dL/d(h W_hh^T + b_hh)
+ *   dgh (T, B, G*H) step-indexed dL/d(h W_hh^T + b_hh); may be dgi itself when
+ *                   the two are equal and time = step (forward rnn / lstm)
  * Padding rows pass dh, dc through and get zero gate gradients. */
 static void FN(step_backward)(const ct_rnn_shape *s, ct_int step, const real *dout,
                               FN(rnn_saved) v, real *dh, real *dc, real *dgi, real *dgh)
 {
     ct_int B = s->B, H = s->H, GH = ct_rnn_gate_count(s->mode) * H;
-    ct_int SGH = ct_rnn_saved_gate_count(s->mode) * H;
     for (ct_int b = 0; b < B; b++) {
         ct_int len = ct_rnn_length(s, b), row = step * B + b, next = row + B;
         real *dgh_row = dgh + row * GH;
@@ -228,11 +330,17 @@ static void FN(step_backward)(const ct_rnn_shape *s, ct_int step, const real *do
         }
         ct_int t = ct_rnn_time(s, len, step);
         real *dh_row = dh + b * H, *dc_row = v.cs ? dc + b * H : NULL;
+        real *dgi_row = dgi + (t * B + b) * GH;
         if (dout)
             for (ct_int k = 0; k < H; k++) dh_row[k] += dout[(t * B + b) * H + k];
-        FN(row_backward)(s->mode, H, v.gates + row * SGH, v.hs + row * H, v.hs + next * H,
-                         v.cs ? v.cs + row * H : NULL, v.cs ? v.cs + next * H : NULL, dh_row,
-                         dc_row, dgi + (t * B + b) * GH, dgh_row);
+        const real *gates = v.gates ? v.gates + (t * B + b) * ct_rnn_saved_gate_count(s->mode) * H
+                                    : NULL; /* rnn: unused */
+        FN(row_backward)(s->mode, H, gates, v.hs + row * H,
+                         v.hs + next * H, v.cs ? v.cs + row * H : NULL,
+                         v.cs ? v.cs + next * H : NULL, dh_row, dc_row, dgi_row,
+                         s->mode == CT_GRU ? dgh_row : NULL);
+        if (s->mode != CT_GRU && dgh_row != dgi_row)
+            memcpy(dgh_row, dgi_row, (size_t)GH * sizeof(real));
     }
 }
 

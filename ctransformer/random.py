@@ -53,7 +53,9 @@ class Generator:
         return self._rng
 
 
-default_generator = Generator(np.random.SeedSequence().entropy % (2**63))
+# As torch, an unseeded process starts from a fixed seed (torch's default):
+# runs are reproducible until someone calls seed().
+default_generator = Generator(67280421310721)
 
 
 def manual_seed(seed: int) -> Generator:

@@ -11,4 +11,5 @@
     X(optim)           \
     X(attention)       \
     X(fused)           \
-    X(recurrent)
+    X(recurrent)       \
+    X(decode)

@@ -19,6 +19,7 @@ from .dropout import dropout_backward, dropout_forward
 from .embedding import embedding_backward, embedding_forward
 from .layernorm import layernorm_backward, layernorm_forward
 from .attention import MHAGrads, MHASaved, mha_backward, mha_forward, positional_encoding, sdpa_backward, sdpa_forward
+from .decode import attend_step, cache_reorder, kv_cache_append
 from .fused import add_layernorm_backward, add_layernorm_forward, bias_act_backward, bias_act_forward
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
 from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward

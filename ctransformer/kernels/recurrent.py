@@ -21,6 +21,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import _C
+from .dropout import dropout_backward, dropout_forward
 
 MODES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
 
@@ -112,7 +113,8 @@ class RNNStackCache:
     c0: Optional[np.ndarray]
     layer_inputs: List[np.ndarray] = field(default_factory=list)   # per layer, (T, B, I_l)
     saved: List[np.ndarray] = field(default_factory=list)          # per layer*D + direction
-    masks: List[Optional[np.ndarray]] = field(default_factory=list)  # dropout on layer l's output
+    masks: List[Optional[np.ndarray]] = field(default_factory=list)  # bool, dropout on layer l's output
+    dropout: float = 0.0
 
 
 def _check_stack_args(fn: str, x: np.ndarray, h0: Optional[np.ndarray], c0: Optional[np.ndarray],
@@ -150,11 +152,6 @@ def _check_stack_args(fn: str, x: np.ndarray, h0: Optional[np.ndarray], c0: Opti
     return w_hh.shape[1]
 
 
-def _dropout_mask(rng: np.random.Generator, shape: tuple, p: float, dtype) -> np.ndarray:
-    """Inverted dropout mask: 0 with probability p, else 1 / (1 - p)."""
-    if p >= 1.0:
-        return np.zeros(shape, dtype)
-    return ((rng.random(shape) >= p) / (1.0 - p)).astype(dtype)
 
 
 def rnn_stack_forward(x: np.ndarray, h0: Optional[np.ndarray], weights: Sequence[RNNWeights],
@@ -171,7 +168,9 @@ def rnn_stack_forward(x: np.ndarray, h0: Optional[np.ndarray], weights: Sequence
     (w_ih, w_hh, b_ih, b_hh) in the same order (layer l > 0 has input size
     D*H: the concatenated directions of layer l - 1); lengths (B) or None.
     Dropout with probability ``dropout`` is applied to every layer's output
-    except the last when ``training``; the mask comes from ``seed``.
+    except the last when ``training``, by the counter-based dropout kernel:
+    layer l's mask is ``dropout_forward(out_l, p, seed, offset)`` with the
+    offset counting the elements of the earlier layers' outputs.
 
     Returns (out (T, B, D*H) (batch_first: (B, T, D*H)), h_n (L*D, B, H),
     c_n (L*D, B, H) or None, cache for :func:`rnn_stack_backward`).
@@ -183,12 +182,12 @@ def rnn_stack_forward(x: np.ndarray, h0: Optional[np.ndarray], weights: Sequence
         lengths = np.asarray(lengths)
     if batch_first:
         x = x.transpose(1, 0, 2)
-    cache = RNNStackCache(mode, num_layers, D, batch_first, lengths, list(weights), h0, c0)
-    # TODO: switch to ctransformer's counter-based dropout kernel once kern-core provides it.
-    rng = np.random.Generator(np.random.Philox(seed))
+    cache = RNNStackCache(mode, num_layers, D, batch_first, lengths, list(weights), h0, c0,
+                          dropout=float(dropout))
     use_dropout = training and dropout > 0 and num_layers > 1
     h_n, c_n = [], []
     layer_in = x
+    offset = 0
     for layer in range(num_layers):
         cache.layer_inputs.append(layer_in)
         outs = []
@@ -203,8 +202,8 @@ def rnn_stack_forward(x: np.ndarray, h0: Optional[np.ndarray], weights: Sequence
         layer_out = outs[0] if D == 1 else np.concatenate(outs, axis=2)
         mask = None
         if use_dropout and layer < num_layers - 1:
-            mask = _dropout_mask(rng, layer_out.shape, float(dropout), layer_out.dtype)
-            layer_out = layer_out * mask
+            layer_out, mask = dropout_forward(layer_out, float(dropout), seed, offset)
+            offset += layer_out.size
         cache.masks.append(mask)
         layer_in = layer_out
     out = layer_in
@@ -234,7 +233,7 @@ def rnn_stack_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray],
     for layer in reversed(range(L)):
         mask = cache.masks[layer]
         if d_layer_out is not None and mask is not None:
-            d_layer_out = d_layer_out * mask
+            d_layer_out = dropout_backward(np.ascontiguousarray(d_layer_out), mask, cache.dropout)
         layer_in = cache.layer_inputs[layer]
         d_in = None
         for d in range(D):

@@ -12,3 +12,8 @@ from .parameter import Parameter
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "GELU", "CrossEntropyLoss", "Dropout", "Embedding",
            "Identity", "LayerNorm", "Linear", "LogSoftmax", "ModuleDict", "ModuleList", "MSELoss", "NLLLoss",
            "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh"]
+from .transformer import (MultiheadAttention, PositionalEncoding, Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)  # noqa: E402,F401  (attention / Transformer layers)
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: E402,F401  (recurrent modules)
+__all__ += ["MultiheadAttention", "PositionalEncoding", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+            "TransformerEncoder", "TransformerEncoderLayer", "GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNBase",
+            "RNNCell", "RNNCellBase"]

@@ -440,3 +440,4 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     out = np.zeros(ids.shape + (num_classes,), int64)
     np.put_along_axis(out, ids[..., None].astype(np.int64), 1, axis=-1)
     return Tensor._wrap(out)
+from .functional_attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402,F401

@@ -45,3 +45,4 @@ def pad_sequence(sequences: Sequence[Tensor], batch_first: bool = False, padding
         return tuple(np.ascontiguousarray(gb[i, span]) for i, span in enumerate(spans))
 
     return apply_op(out, tuple(seqs), backward, "PadSequence")
+from .rnn_pack import PackedSequence, pack_padded_sequence, pack_sequence, pad_packed_sequence  # noqa: E402,F401

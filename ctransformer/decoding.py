@@ -1,0 +1,241 @@
+"""Decoding: greedy and beam search for :class:`ctransformer.models.TranslationTransformer`,
+sampling for :class:`ctransformer.models.DecoderLM`.
+
+With ``use_cache=True`` (the default) each step feeds one token through the
+model's ``decode_step``: self-attention keys/values are appended to a KV
+cache, cross-attention keys/values are computed once per source.  With
+``use_cache=False`` every step re-runs the decoder over the whole prefix
+(the textbook loop); both give the same tokens.
+
+Sequences are returned as int64 Tensors that start with ``sos_id``
+(translation) or the prompt (LM).  A row that emitted ``eos_id`` is
+finished: its later positions hold ``pad_id`` (translation; the model's
+``pad_id`` by default) and it no longer changes.  Everything runs without
+gradients and in eval semantics (the model is put in eval mode for the call
+and restored after).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from .autograd import no_grad
+from .random import default_generator
+from .tensor import Tensor
+
+__all__ = ["greedy_decode", "beam_search", "generate"]
+
+
+@contextlib.contextmanager
+def _eval(model):
+    was = model.training
+    model.eval()
+    try:
+        with no_grad():
+            yield
+    finally:
+        model.train(was)
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    m = x.max(-1, keepdims=True)
+    z = x - m
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _src(src_ids) -> Tensor:
+    t = src_ids if isinstance(src_ids, Tensor) else Tensor._wrap(np.asarray(src_ids))
+    if t.ndim == 1:
+        t = t.unsqueeze(0)
+    if t.ndim != 2 or t.dtype.kind not in "iu":
+        raise ValueError(f"decoding: src_ids must be 2-D (batch, seq) integer ids, got shape {tuple(t.shape)} "
+                         f"and dtype {t.dtype}")
+    return t
+
+
+def _check_len(max_len: int, fn: str) -> None:
+    if not isinstance(max_len, (int, np.integer)) or max_len < 1:
+        raise ValueError(f"{fn}: max_len must be an int >= 1, got {max_len!r}")
+
+
+class _Stepper:
+    """Next-token log-probabilities of a translation model for a growing
+    prefix, cached (decode_step) or not (decode over the prefix)."""
+
+    def __init__(self, model, src: Tensor, max_len: int, use_cache: bool, rows: Optional[np.ndarray] = None):
+        self.model, self.use_cache = model, use_cache
+        memory, pad = model.encode(src)
+        if use_cache:
+            self.cache = model.init_cache(memory, pad, max_len)
+            if rows is not None:
+                self.cache.expand(rows)
+        else:
+            if rows is not None:
+                memory = Tensor._wrap(memory._data[rows])
+                pad = Tensor._wrap(pad._data[rows])
+            self.memory, self.pad = memory, pad
+
+    def logp(self, prefix: np.ndarray) -> np.ndarray:
+        """prefix (R, t) ids (sos first) -> (R, V) log-probs of token t + 1."""
+        if self.use_cache:
+            logits = self.model.decode_step(Tensor._wrap(prefix[:, -1].copy()), self.cache)._data
+        else:
+            logits = self.model.decode(Tensor._wrap(prefix), self.memory, self.pad)._data[:, -1]
+        return _log_softmax(logits.astype(np.float64))
+
+    def reorder(self, rows: np.ndarray) -> None:
+        if self.use_cache:
+            self.cache.reorder(rows)
+
+
+def greedy_decode(model, src_ids, max_len: int, sos_id: int, eos_id: int, pad_id: Optional[int] = None,
+                  use_cache: bool = True) -> Tensor:
+    """Pick the most likely next token until every row emitted ``eos_id`` or
+    ``max_len`` tokens were generated.
+
+    src_ids (B, S) (padded with the model's pad_id) -> (B, 1 + n) int64 with
+    n <= max_len: sos_id, the tokens (eos included), then pad_id."""
+    fn = "greedy_decode"
+    _check_len(max_len, fn)
+    src = _src(src_ids)
+    pad_id = model.pad_id if pad_id is None else pad_id
+    B = src.shape[0]
+    with _eval(model):
+        step = _Stepper(model, src, max_len, use_cache)
+        ys = np.full((B, 1), sos_id, dtype=np.int64)
+        done = np.zeros(B, dtype=bool)
+        for _ in range(max_len):
+            nxt = step.logp(ys).argmax(-1)
+            nxt = np.where(done, pad_id, nxt)
+            ys = np.concatenate([ys, nxt[:, None]], axis=1)
+            done |= nxt == eos_id
+            if done.all():
+                break
+    return Tensor._wrap(ys)
+
+
+def _length_penalty(n: np.ndarray, alpha: float) -> np.ndarray:
+    """GNMT's ((5 + n) / 6) ** alpha; 1 when alpha = 0."""
+    return ((5.0 + n) / 6.0) ** alpha
+
+
+def beam_search(model, src_ids, beam_size: int, max_len: int, sos_id: int, eos_id: int,
+                length_penalty: float = 0.0, pad_id: Optional[int] = None, use_cache: bool = True,
+                return_all: bool = False):
+    """Batched beam search.
+
+    Each source keeps ``beam_size`` hypotheses ranked by their summed
+    log-probability; a hypothesis that emitted ``eos_id`` is finished and
+    frozen (it keeps its slot and score while the others grow).  The search
+    stops when every hypothesis is finished or after ``max_len`` tokens.
+    The result is ranked by ``score / ((5 + n) / 6) ** length_penalty`` (n =
+    generated tokens, eos included; GNMT's length penalty, 0 = raw sum).
+
+    src_ids (B, S) -> (tokens (B, 1 + n) int64: sos_id, the best hypothesis,
+    then pad_id; scores (B,) float64: its normalised log-probability).  With
+    ``return_all=True``: (tokens (B, beam_size, 1 + n), scores (B, beam_size)),
+    best first.  beam_size=1 is greedy decoding.
+    """
+    fn = "beam_search"
+    _check_len(max_len, fn)
+    if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
+        raise ValueError(f"{fn}: beam_size must be an int >= 1, got {beam_size!r}")
+    src = _src(src_ids)
+    pad_id = model.pad_id if pad_id is None else pad_id
+    B, k = src.shape[0], int(beam_size)
+    R = B * k
+    with _eval(model):
+        step = _Stepper(model, src, max_len, use_cache, rows=np.repeat(np.arange(B), k))
+        ys = np.full((R, 1), sos_id, dtype=np.int64)
+        scores = np.full((B, k), -np.inf)
+        scores[:, 0] = 0.0  # one live beam per source at the start: no duplicates
+        done = np.zeros(R, dtype=bool)
+        lengths = np.zeros(R, dtype=np.int64)
+        for _ in range(max_len):
+            logp = step.logp(ys)  # (R, V)
+            V = logp.shape[1]
+            # A finished beam has exactly one continuation: pad, at no cost.
+            logp[done] = -np.inf
+            logp[done, pad_id] = 0.0
+            cand = (scores.reshape(R, 1) + logp).reshape(B, k * V)
+            best = np.argsort(-cand, axis=1, kind="stable")[:, :k]  # ties: lowest index first
+            scores = np.take_along_axis(cand, best, axis=1)
+            origin = (np.arange(B)[:, None] * k + best // V).reshape(R)
+            tok = (best % V).reshape(R)
+            was_done = done[origin]
+            ys = np.concatenate([ys[origin], tok[:, None]], axis=1)
+            lengths = lengths[origin] + ~was_done
+            done = was_done | (tok == eos_id)
+            step.reorder(origin)
+            if done.all():
+                break
+        norm = scores / _length_penalty(lengths.reshape(B, k), length_penalty)
+        norm = np.where(np.isneginf(scores), -np.inf, norm)
+        order = np.argsort(-norm, axis=1, kind="stable")
+        ys = ys.reshape(B, k, -1)
+        ranked = np.take_along_axis(ys, order[:, :, None], axis=1)
+        ranked_scores = np.take_along_axis(norm, order, axis=1)
+    if return_all:
+        return Tensor._wrap(ranked), Tensor._wrap(ranked_scores)
+    return Tensor._wrap(np.ascontiguousarray(ranked[:, 0])), Tensor._wrap(ranked_scores[:, 0].copy())
+
+
+def generate(lm, prompt_ids, max_new_tokens: int, temperature: float = 1.0, top_k: Optional[int] = None,
+             greedy: bool = False, use_cache: bool = True, eos_id: Optional[int] = None) -> Tensor:
+    """Continue prompts with a :class:`~ctransformer.models.DecoderLM`.
+
+    prompt_ids (B, P) -> (B, P + max_new_tokens) int64 (fewer columns when
+    every row emitted ``eos_id``; finished rows repeat eos_id).  Each new
+    token is the argmax (``greedy=True``) or a sample from softmax(logits /
+    temperature) restricted to the ``top_k`` most likely tokens, drawn from
+    ctransformer's default generator (``ctransformer.manual_seed``)."""
+    fn = "generate"
+    p = prompt_ids if isinstance(prompt_ids, Tensor) else Tensor._wrap(np.asarray(prompt_ids))
+    if p.ndim == 1:
+        p = p.unsqueeze(0)
+    if p.ndim != 2 or p.dtype.kind not in "iu" or p.shape[1] < 1:
+        raise ValueError(f"{fn}: prompt_ids must be 2-D (batch, seq >= 1) integer ids, got shape "
+                         f"{tuple(p.shape)} and dtype {p.dtype}")
+    if not greedy and not temperature > 0:
+        raise ValueError(f"{fn}: temperature must be > 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"{fn}: top_k must be >= 1 or None, got {top_k}")
+    ids = np.ascontiguousarray(p._data, dtype=np.int64)
+    B, P = ids.shape
+    total = P + int(max_new_tokens)
+    if total > lm.max_len:
+        raise ValueError(f"{fn}: prompt length + max_new_tokens ({total}) exceeds the model's max_len ({lm.max_len})")
+    with _eval(lm):
+        cache = lm.init_cache(B, total) if use_cache else None
+        done = np.zeros(B, dtype=bool)
+        for i in range(int(max_new_tokens)):
+            if use_cache:
+                start = cache.t  # feed every token the cache has not seen (the whole prompt first)
+                for t in range(start, ids.shape[1]):
+                    logits = lm.decode_step(Tensor._wrap(ids[:, t].copy()), cache)._data
+            else:
+                logits = lm(Tensor._wrap(ids))._data[:, -1]
+            nxt = _pick(logits.astype(np.float64), temperature, top_k, greedy)
+            if eos_id is not None:
+                nxt = np.where(done, eos_id, nxt)
+                done |= nxt == eos_id
+            ids = np.concatenate([ids, nxt[:, None]], axis=1)
+            if eos_id is not None and done.all():
+                break
+    return Tensor._wrap(ids)
+
+
+def _pick(logits: np.ndarray, temperature: float, top_k: Optional[int], greedy: bool) -> np.ndarray:
+    """(B, V) logits -> (B,) next tokens."""
+    if greedy:
+        return logits.argmax(-1)
+    z = logits / temperature
+    if top_k is not None and top_k < z.shape[1]:
+        kth = np.sort(z, axis=1)[:, -top_k][:, None]
+        z = np.where(z < kth, -np.inf, z)
+    prob = np.exp(_log_softmax(z))
+    u = default_generator.uniform(0.0, 1.0, (z.shape[0], 1))
+    cdf = np.cumsum(prob, axis=1)
+    return np.minimum((cdf < u * cdf[:, -1:]).sum(axis=1), z.shape[1] - 1).astype(np.int64)

@@ -1,0 +1,378 @@
+"""Attention functions of ``ctransformer.nn.functional`` (torch's names and
+mask meanings).
+
+Two mask polarities live side by side in torch, and here:
+
+* :func:`scaled_dot_product_attention` ``attn_mask``: **bool True = the key
+  takes part** (False = hidden); a float mask is *added* to the scores.
+* :func:`multi_head_attention_forward` / ``nn.MultiheadAttention`` /
+  ``nn.Transformer*``: ``attn_mask`` and ``key_padding_mask`` bool **True =
+  NOT allowed** (hidden); a float mask is *added* (use ``-inf`` to hide).
+
+A query whose every key is hidden gets zero weights and a zero output (and
+zero gradients), never NaN.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+
+from .. import kernels as K
+from ..autograd import apply_op
+from ..random import default_generator
+from ..tensor import Tensor, _unbroadcast
+
+__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+
+# ---------------------------------------------------------------- helpers
+
+def _float_tensor(x, fn: str, arg: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}: {arg} must be a Tensor, got {type(x).__name__}")
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{fn}: {arg} must have dtype float32 or float64, got {x.dtype}")
+    return x
+
+
+def _same_dtype(x: Tensor, ref: Tensor, fn: str, arg: str, ref_arg: str) -> None:
+    if x is not None and x.dtype != ref.dtype:
+        raise TypeError(f"{fn}: {arg} must have the dtype of {ref_arg} ({ref.dtype}), got {x.dtype}")
+
+
+def _mask_array(mask, fn: str, arg: str, dtype: np.dtype) -> Optional[np.ndarray]:
+    """A mask as a NumPy array: bool stays bool, a float mask gets `dtype`."""
+    if mask is None:
+        return None
+    m = mask._data if isinstance(mask, Tensor) else mask
+    if not isinstance(m, np.ndarray):
+        raise TypeError(f"{fn}: {arg} must be a Tensor or None, got {type(mask).__name__}")
+    if m.dtype == np.bool_:
+        return m
+    if m.dtype.kind != "f":
+        raise TypeError(f"{fn}: {arg} must have dtype bool or a float dtype, got {m.dtype}")
+    return m.astype(dtype, copy=False)
+
+
+def _dropout_seed(dropout_p: float, fn: str) -> int:
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{fn}: dropout_p must be in [0, 1], got {dropout_p}")
+    return default_generator.next_seed() if dropout_p > 0 else 0
+
+
+# ---------------------------------------------------------------- SDPA
+
+def _as_4d(shape_lead: tuple) -> Tuple[int, int]:
+    """Leading dims (...) folded to the kernel's (B, H)."""
+    if len(shape_lead) == 0:
+        return 1, 1
+    return int(np.prod(shape_lead[:-1], dtype=np.int64)), int(shape_lead[-1])
+
+
+def _sdpa_mask(mask: np.ndarray, lead: tuple, L: int, S: int, fn: str) -> np.ndarray:
+    """attn_mask broadcastable to lead + (L, S), in a shape the kernel
+    broadcasts to (B, H, L, S)."""
+    full = lead + (L, S)
+    try:
+        np.broadcast_shapes(mask.shape, full)
+        ok = np.broadcast_shapes(mask.shape, full) == full
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{fn}: attn_mask of shape {tuple(mask.shape)} must broadcast to "
+                         f"(..., L, S) = {full}")
+    if mask.ndim <= 2 or (len(lead) == 2 and mask.ndim <= 4):
+        return mask
+    B, H = _as_4d(lead)
+    return np.broadcast_to(mask, full).reshape(B, H, L, S)
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: Optional[float] = None, enable_gqa: bool = False) -> Tensor:
+    """softmax(query key^T * scale + mask) value (torch's function).
+
+    query (..., L, E), key (..., S, E), value (..., S, Ev) with leading dims
+    that broadcast -> (..., L, Ev).  ``attn_mask`` broadcastable to
+    (..., L, S): **bool True = the key takes part**, or a float mask added to
+    the scores.  ``is_causal`` hides key j > i (cannot be combined with
+    attn_mask, as in torch).  scale defaults to 1/sqrt(E).  Dropout with
+    probability ``dropout_p`` is applied to the weights (always, as torch's
+    function does: pass 0.0 in eval).  Fully hidden rows give zeros.
+    """
+    fn = "scaled_dot_product_attention"
+    q = _float_tensor(query, fn, "query")
+    k = _float_tensor(key, fn, "key")
+    v = _float_tensor(value, fn, "value")
+    _same_dtype(k, q, fn, "key", "query")
+    _same_dtype(v, q, fn, "value", "query")
+    if enable_gqa:
+        raise NotImplementedError(f"{fn}: enable_gqa=True is not supported")
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if t.ndim < 2:
+            raise ValueError(f"{fn}: {name} must have at least 2 dimensions (..., seq, features), got {t.ndim}")
+    L, E = q.shape[-2:]
+    S = k.shape[-2]
+    if k.shape[-1] != E:
+        raise ValueError(f"{fn}: key.shape[-1] must be {E} (query.shape[-1], the embedding), got {k.shape[-1]}")
+    if v.shape[-2] != S:
+        raise ValueError(f"{fn}: value.shape[-2] must be {S} (key.shape[-2], the source length), got {v.shape[-2]}")
+    try:
+        lead = tuple(np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
+    except ValueError:
+        raise ValueError(f"{fn}: the leading (batch) dims of query {tuple(q.shape[:-2])}, key "
+                         f"{tuple(k.shape[:-2])} and value {tuple(v.shape[:-2])} must broadcast") from None
+    mask = _mask_array(attn_mask, fn, "attn_mask", q.dtype)
+    if mask is not None and is_causal:
+        raise RuntimeError(f"{fn}: Explicit attn_mask should not be set when is_causal=True")
+    if mask is not None:
+        mask = _sdpa_mask(mask, lead, L, S, fn)
+    seed = _dropout_seed(float(dropout_p), fn)
+    B, H = _as_4d(lead)
+    Ev = v.shape[-1]
+
+    def to4(t: Tensor, n: int, d: int) -> np.ndarray:
+        return np.broadcast_to(t._data, lead + (n, d)).reshape(B, H, n, d)
+
+    q4, k4, v4 = to4(q, L, E), to4(k, S, E), to4(v, S, Ev)
+    opts = dict(mask=mask, is_causal=is_causal, scale=scale, dropout_p=float(dropout_p), seed=seed)
+    out, probs = K.sdpa_forward(q4, k4, v4, **opts)
+
+    def backward(g):
+        dq, dk, dv = K.sdpa_backward(np.ascontiguousarray(g).reshape(B, H, L, Ev), q4, k4, v4, probs, **opts)
+        return (_unbroadcast(dq.reshape(lead + (L, E)), q.shape),
+                _unbroadcast(dk.reshape(lead + (S, E)), k.shape),
+                _unbroadcast(dv.reshape(lead + (S, Ev)), v.shape))
+
+    return apply_op(out.reshape(lead + (L, Ev)), (q, k, v), backward, name="ScaledDotProductAttention")
+
+
+# ---------------------------------------------------------------- multi-head attention
+
+def _mha_mask(attn_mask: Optional[np.ndarray], key_padding_mask: Optional[np.ndarray], B: int, H: int,
+              L: int, S: int, dtype: np.dtype, fn: str) -> Optional[np.ndarray]:
+    """torch's two masks (True / -inf = hidden) merged into the kernel's one
+    mask (True = takes part, or float added), broadcastable to (B, H, L, S)."""
+    parts = []
+    if attn_mask is not None:
+        if attn_mask.ndim == 2:
+            if attn_mask.shape != (L, S):
+                raise ValueError(f"{fn}: the 2-D attn_mask must have shape (target length L, source length S) "
+                                 f"= {(L, S)}, got {tuple(attn_mask.shape)}")
+            parts.append(attn_mask)
+        elif attn_mask.ndim == 3:
+            if attn_mask.shape != (B * H, L, S):
+                raise ValueError(f"{fn}: the 3-D attn_mask must have shape (batch * num_heads, L, S) = "
+                                 f"{(B * H, L, S)}, got {tuple(attn_mask.shape)}")
+            parts.append(attn_mask.reshape(B, H, L, S))
+        else:
+            raise ValueError(f"{fn}: attn_mask must be 2-D (L, S) or 3-D (batch * num_heads, L, S), "
+                             f"got {attn_mask.ndim}-D of shape {tuple(attn_mask.shape)}")
+    if key_padding_mask is not None:
+        if key_padding_mask.shape != (B, S):
+            raise ValueError(f"{fn}: key_padding_mask must have shape (batch, source length S) = {(B, S)}, "
+                             f"got {tuple(key_padding_mask.shape)}")
+        parts.append(key_padding_mask.reshape(B, 1, 1, S))
+    if not parts:
+        return None
+    if all(p.dtype == np.bool_ for p in parts):
+        hidden = parts[0]
+        for p in parts[1:]:
+            hidden = hidden | p
+        return ~hidden
+    total = None
+    for p in parts:
+        add = np.where(p, dtype.type(-np.inf), dtype.type(0)) if p.dtype == np.bool_ else p
+        total = add if total is None else total + add
+    return total.astype(dtype, copy=False)
+
+
+def _mha(query: Tensor, key: Tensor, value: Tensor, num_heads: int, q_w: Optional[Tensor],
+         k_w: Optional[Tensor], v_w: Optional[Tensor], in_w: Optional[Tensor], in_b: Optional[Tensor],
+         out_w: Tensor, out_b: Optional[Tensor], mask: Optional[np.ndarray], is_causal: bool,
+         dropout_p: float, need_weights: bool, average_attn_weights: bool, fn: str
+         ) -> Tuple[Tensor, Optional[Tensor]]:
+    """Batch-first multi-head attention as ONE autograd op around
+    mha_forward / mha_backward.  query (B, L, E), key (B, S, Ek), value
+    (B, S, Ev); mask in the kernel's polarity.  -> (out (B, L, E), weights
+    (B, L, S) averaged or (B, H, L, S), or None)."""
+    seed = _dropout_seed(dropout_p, fn)
+    arr = lambda t: None if t is None else t._data  # noqa: E731
+    weights = dict(in_proj_weight=arr(in_w), in_proj_bias=arr(in_b))
+    opts = dict(mask=mask, is_causal=is_causal, dropout_p=dropout_p, seed=seed)
+    args = (query._data, key._data, value._data, arr(q_w), arr(k_w), arr(v_w), None, None, None,
+            arr(out_w), arr(out_b), num_heads)
+    out, saved = K.mha_forward(*args, **opts, **weights)
+    attn = None
+    if need_weights:
+        attn = saved.probs.mean(axis=1) if average_attn_weights else saved.probs
+    parents = (query, key, value, q_w, k_w, v_w, in_w, in_b, out_w, out_b)
+
+    def backward(g):
+        if need_weights:
+            g, g_attn = g
+            if np.any(g_attn):
+                raise RuntimeError(f"{fn}: gradients through the returned attention weights are not "
+                                   "supported (they are an output for inspection); use the attention output")
+        gr = K.mha_backward(np.ascontiguousarray(g), *args, saved, **opts, **weights)
+        packed = in_w is not None
+        return (gr.query, gr.key, gr.value,
+                None if packed else gr.q_weight, None if packed else gr.k_weight,
+                None if packed else gr.v_weight, gr.in_proj_weight, gr.in_proj_bias,
+                gr.out_weight, gr.out_bias)
+
+    if need_weights:
+        out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention")
+        return out_t, attn_t
+    return apply_op(out, parents, backward, name="MultiheadAttention"), None
+
+
+def _check_param(t, fn: str, arg: str, shape: tuple, ref: Tensor) -> None:
+    if t is None:
+        return
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{fn}: {arg} must be a Tensor or None, got {type(t).__name__}")
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{fn}: {arg} must have shape {shape}, got {tuple(t.shape)}")
+    _same_dtype(t, ref, fn, arg, "query")
+
+
+def _mha_layout(query: Tensor, key: Tensor, value: Tensor, batch_first: bool, fn: str):
+    """Checks the (L, N, E) / (N, L, E) / unbatched (L, E) layouts.
+    -> (batched, q, k, v as batch-first Tensors-or-arrays)."""
+    nd = query.ndim
+    if nd not in (2, 3):
+        raise ValueError(f"{fn}: query must be 3-D ({'batch, L, E' if batch_first else 'L, batch, E'}) "
+                         f"or 2-D unbatched (L, E), got {nd}-D of shape {tuple(query.shape)}")
+    for name, t in (("key", key), ("value", value)):
+        if t.ndim != nd:
+            raise ValueError(f"{fn}: {name} must be {nd}-D like query, got {t.ndim}-D of shape {tuple(t.shape)}")
+    if nd == 3:
+        bax = 0 if batch_first else 1
+        layout = "batch_first=True: (batch, seq, feature)" if batch_first else \
+                 "batch_first=False: (seq, batch, feature)"
+        N = query.shape[bax]
+        for name, t in (("key", key), ("value", value)):
+            if t.shape[bax] != N:
+                raise ValueError(f"{fn}: {name}.shape[{bax}] (the batch axis, {layout}) must be {N} "
+                                 f"(query.shape[{bax}]), got {t.shape[bax]}; check batch_first")
+    sax = 1 if (nd == 3 and batch_first) else 0
+    if key.shape[sax] != value.shape[sax]:
+        raise ValueError(f"{fn}: value.shape[{sax}] (the source length) must be {key.shape[sax]} "
+                         f"(key.shape[{sax}]), got {value.shape[sax]}")
+
+
+def _to_batch_first(t: Tensor, nd: int, batch_first: bool) -> Tensor:
+    if nd == 2:
+        return t.unsqueeze(0)
+    return t if batch_first else t.transpose(0, 1)
+
+
+def _from_batch_first(t: Tensor, nd: int, batch_first: bool) -> Tensor:
+    if nd == 2:
+        return t.squeeze(0)
+    return t if batch_first else t.transpose(0, 1)
+
+
+def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
+                         in_proj_weight: Optional[Tensor], in_proj_bias: Optional[Tensor],
+                         out_proj_weight: Tensor, out_proj_bias: Optional[Tensor],
+                         dropout_p: float = 0.0, training: bool = True,
+                         key_padding_mask: Optional[Tensor] = None, need_weights: bool = True,
+                         attn_mask: Optional[Tensor] = None,
+                         q_proj_weight: Optional[Tensor] = None, k_proj_weight: Optional[Tensor] = None,
+                         v_proj_weight: Optional[Tensor] = None, average_attn_weights: bool = True,
+                         is_causal: bool = False, batch_first: bool = False,
+                         fn: str = "multi_head_attention_forward") -> Tuple[Tensor, Optional[Tensor]]:
+    """The maths of ``nn.MultiheadAttention.forward`` (see there), with an
+    explicit ``batch_first``."""
+    q = _float_tensor(query, fn, "query")
+    k = _float_tensor(key, fn, "key")
+    v = _float_tensor(value, fn, "value")
+    _same_dtype(k, q, fn, "key", "query")
+    _same_dtype(v, q, fn, "value", "query")
+    _mha_layout(q, k, v, batch_first, fn)
+    nd = q.ndim
+    E = q.shape[-1]
+    if num_heads <= 0 or E % num_heads:
+        raise ValueError(f"{fn}: embed_dim ({E}, query.shape[-1]) must be divisible by num_heads ({num_heads})")
+    Ek, Ev = k.shape[-1], v.shape[-1]
+    if in_proj_weight is not None:
+        if Ek != E or Ev != E:
+            raise ValueError(f"{fn}: with a packed in_proj_weight, key and value must have embed_dim {E} "
+                             f"features (query.shape[-1]), got key {Ek} and value {Ev}; use "
+                             "kdim/vdim (separate projection weights)")
+        _check_param(in_proj_weight, fn, "in_proj_weight", (3 * E, E), q)
+    else:
+        for name, w, d in (("q_proj_weight", q_proj_weight, E), ("k_proj_weight", k_proj_weight, Ek),
+                           ("v_proj_weight", v_proj_weight, Ev)):
+            if w is None:
+                raise ValueError(f"{fn}: {name} is required when in_proj_weight is None")
+            _check_param(w, fn, name, (E, d), q)
+    _check_param(in_proj_bias, fn, "in_proj_bias", (3 * E,), q)
+    _check_param(out_proj_weight, fn, "out_proj_weight", (E, E), q)
+    _check_param(out_proj_bias, fn, "out_proj_bias", (E,), q)
+    if nd == 3:
+        B, L, S = (q.shape[0], q.shape[1], k.shape[1]) if batch_first else (q.shape[1], q.shape[0], k.shape[0])
+    else:
+        B, L, S = 1, q.shape[0], k.shape[0]
+    am = _mask_array(attn_mask, fn, "attn_mask", q.dtype)
+    kpm = _mask_array(key_padding_mask, fn, "key_padding_mask", q.dtype)
+    if nd == 2:
+        if kpm is not None and kpm.ndim == 1:
+            kpm = kpm.reshape(1, -1)
+        elif kpm is not None:
+            raise ValueError(f"{fn}: for unbatched (2-D) query, key_padding_mask must be 1-D (S,), got "
+                             f"{kpm.ndim}-D of shape {tuple(kpm.shape)}")
+    mask = _mha_mask(am, kpm, B, num_heads, L, S, q.dtype, fn)
+    # is_causal is torch's hint that attn_mask is causal: an explicit mask wins;
+    # without one we apply the causal mask (torch raises instead).
+    causal = bool(is_causal) and am is None
+    p = float(dropout_p) if training else 0.0
+    qb, kb, vb = (_to_batch_first(t, nd, batch_first) for t in (q, k, v))
+    out, attn = _mha(qb, kb, vb, num_heads, q_proj_weight if in_proj_weight is None else None,
+                     k_proj_weight if in_proj_weight is None else None,
+                     v_proj_weight if in_proj_weight is None else None, in_proj_weight, in_proj_bias,
+                     out_proj_weight, out_proj_bias, mask, causal, p, need_weights, average_attn_weights, fn)
+    out = _from_batch_first(out, nd, batch_first)
+    if attn is not None and nd == 2:
+        attn = attn.squeeze(0)
+    return out, attn
+
+
+def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int,
+                                 num_heads: int, in_proj_weight: Optional[Tensor], in_proj_bias: Optional[Tensor],
+                                 bias_k: Optional[Tensor], bias_v: Optional[Tensor], add_zero_attn: bool,
+                                 dropout_p: float, out_proj_weight: Tensor, out_proj_bias: Optional[Tensor],
+                                 training: bool = True, key_padding_mask: Optional[Tensor] = None,
+                                 need_weights: bool = True, attn_mask: Optional[Tensor] = None,
+                                 use_separate_proj_weight: bool = False, q_proj_weight: Optional[Tensor] = None,
+                                 k_proj_weight: Optional[Tensor] = None, v_proj_weight: Optional[Tensor] = None,
+                                 static_k: Optional[Tensor] = None, static_v: Optional[Tensor] = None,
+                                 average_attn_weights: bool = True, is_causal: bool = False
+                                 ) -> Tuple[Tensor, Optional[Tensor]]:
+    """torch.nn.functional.multi_head_attention_forward: sequence-first query
+    (L, N, E), key (S, N, Ek), value (S, N, Ev) (or unbatched (L, E) ...) ->
+    (out (L, N, E), weights (N, L, S) averaged over heads / (N, H, L, S) or
+    None).  Masks use torch's MultiheadAttention polarity: bool **True =
+    hidden**, float added; key_padding_mask (N, S), attn_mask (L, S) or
+    (N * num_heads, L, S).  bias_k/bias_v, add_zero_attn and static_k/v are
+    not supported (NotImplementedError)."""
+    fn = "multi_head_attention_forward"
+    if bias_k is not None or bias_v is not None:
+        raise NotImplementedError(f"{fn}: bias_k/bias_v (add_bias_kv=True) are not supported")
+    if add_zero_attn:
+        raise NotImplementedError(f"{fn}: add_zero_attn=True is not supported")
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError(f"{fn}: static_k/static_v are not supported")
+    if isinstance(query, Tensor) and query.shape[-1] != embed_dim_to_check:
+        raise ValueError(f"{fn}: query.shape[-1] must be embed_dim_to_check = {embed_dim_to_check}, "
+                         f"got {query.shape[-1]}")
+    if use_separate_proj_weight:
+        in_proj_weight = None
+    return multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,
+                                out_proj_bias, dropout_p, training, key_padding_mask, need_weights, attn_mask,
+                                q_proj_weight, k_proj_weight, v_proj_weight, average_attn_weights, is_causal,
+                                batch_first=False, fn=fn)

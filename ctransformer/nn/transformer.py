@@ -1,0 +1,383 @@
+"""nn.TransformerEncoderLayer / DecoderLayer / Encoder / Decoder / Transformer
+with torch's arguments, defaults, mask meanings and state_dict keys.
+
+Masks follow torch's nn.Transformer polarity: bool **True = NOT allowed**,
+float masks are added (``generate_square_subsequent_mask`` gives 0 / -inf).
+``*_key_padding_mask`` (N, S) hides padded keys; ``*_mask`` (L, S) or
+(N * nhead, L, S).  (``ctransformer.masks`` builds and converts both
+polarities.)
+
+Each sub-layer runs on fused kernels, one autograd op each: attention
+(projections + attention + output projection), the feed-forward
+(linear1 + bias + relu/gelu + dropout + linear2) and, in the post-norm
+layout, the residual add + LayerNorm.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Callable, Optional, Tuple, Union
+
+import numpy as np
+
+from .. import kernels as K
+from ..autograd import apply_op
+from ..random import default_generator
+from ..tensor import Tensor, _as_dtype, get_default_dtype
+from . import functional as F
+from . import init
+from .attention import MultiheadAttention, PositionalEncoding  # noqa: F401  (re-exported by nn)
+from .module import Module
+from .modules import GELU, Dropout, LayerNorm, Linear, ModuleList, ReLU
+
+__all__ = ["TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder",
+           "Transformer"]
+
+Activation = Union[str, Callable[[Tensor], Tensor]]
+
+
+# ---------------------------------------------------------------- fused ops
+
+def feed_forward(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor],
+                 activation: str = "relu", approximate: str = "none", dropout_p: float = 0.0,
+                 training: bool = True) -> Tensor:
+    """``linear2(dropout(act(linear1(x))))`` as ONE autograd op: x (..., D),
+    w1 (F, D), b1 (F), w2 (D, F), b2 (D) -> (..., D).  activation "relu" or
+    "gelu" (``approximate="tanh"`` for the tanh form); dropout only when
+    training and dropout_p > 0."""
+    xd = x._data
+    h = K.linear_forward(xd, w1._data, None)
+    b1d = None if b1 is None else b1._data
+    a = K.bias_act_forward(h, b1d, activation, approximate)
+    drop = training and dropout_p > 0
+    mask = None
+    if drop:
+        a, mask = K.dropout_forward(a, dropout_p, default_generator.next_seed())
+    y = K.linear_forward(a, w2._data, None if b2 is None else b2._data)
+
+    def backward(g):
+        da, dw2, db2 = K.linear_backward(np.ascontiguousarray(g), a, w2._data, with_bias=b2 is not None)
+        if drop:
+            da = K.dropout_backward(da, mask, dropout_p)
+        dh, db1 = K.bias_act_backward(da, h, b1d, activation, approximate)
+        dx, dw1, _ = K.linear_backward(dh, xd, w1._data, with_bias=False)
+        return dx, dw1, db1, dw2, db2
+
+    return apply_op(y, (x, w1, b1, w2, b2), backward, name="FeedForward")
+
+
+def add_layer_norm(inp: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor],
+                   eps: float = 1e-5) -> Tensor:
+    """``layer_norm(inp + residual)`` over the last axis as ONE autograd op
+    (the post-norm residual connection).  inp, residual (..., D)."""
+    if tuple(inp.shape) != tuple(residual.shape):
+        raise ValueError(f"add_layer_norm: residual must have the shape of inp {tuple(inp.shape)}, "
+                         f"got {tuple(residual.shape)}")
+    w = None if weight is None else weight._data
+    out, mean, rstd = K.add_layernorm_forward(inp._data, residual._data, w, None if bias is None else bias._data,
+                                              eps)
+
+    def backward(g):
+        d, dw, db = K.add_layernorm_backward(np.ascontiguousarray(g), inp._data, residual._data, w, mean, rstd,
+                                             with_bias=bias is not None)
+        return d, d, dw, db
+
+    return apply_op(out, (inp, residual, weight, bias), backward, name="AddLayerNorm")
+
+
+# ---------------------------------------------------------------- helpers
+
+def _get_activation_fn(activation: str) -> Callable[[Tensor], Tensor]:
+    if activation == "relu":
+        return F.relu
+    if activation == "gelu":
+        return F.gelu
+    raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+
+
+def _fused_kind(activation) -> Optional[Tuple[str, str]]:
+    """(kind, approximate) of an activation the fused kernel computes, else None."""
+    if activation is F.relu or isinstance(activation, ReLU):
+        return "relu", "none"
+    if activation is F.gelu:
+        return "gelu", "none"
+    if isinstance(activation, GELU):
+        return "gelu", getattr(activation, "approximate", "none")
+    return None
+
+
+def _get_clones(module: Module, N: int) -> ModuleList:
+    return ModuleList([copy.deepcopy(module) for _ in range(N)])
+
+
+def _check_layout(x: Tensor, d_model: int, batch_first: bool, fn: str, arg: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}: {arg} must be a Tensor, got {type(x).__name__}")
+    if x.ndim not in (2, 3):
+        layout = "(batch, seq, d_model)" if batch_first else "(seq, batch, d_model)"
+        raise ValueError(f"{fn}: {arg} must be 3-D {layout} (batch_first={batch_first}) or 2-D unbatched "
+                         f"(seq, d_model), got {x.ndim}-D of shape {tuple(x.shape)}")
+    if x.shape[-1] != d_model:
+        raise ValueError(f"{fn}: {arg}.shape[-1] (the features) must be d_model = {d_model}, got {x.shape[-1]}")
+
+
+class _FFMixin:
+    """The feed-forward block shared by both layer kinds."""
+
+    def _ff(self, x: Tensor) -> Tensor:
+        """linear2(dropout(activation(linear1(x)))), fused for relu/gelu."""
+        kind = _fused_kind(self.activation)
+        if kind is not None:
+            return feed_forward(x, self.linear1.weight, self.linear1.bias, self.linear2.weight, self.linear2.bias,
+                                kind[0], kind[1], self.dropout.p, self.training)
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+    def _residual_norm(self, x: Tensor, sub: Tensor, norm: LayerNorm) -> Tensor:
+        """Post-norm: norm(x + sub) (one fused op for a plain LayerNorm)."""
+        if type(norm) is LayerNorm and len(norm.normalized_shape) == 1:
+            return add_layer_norm(sub, x, norm.weight, norm.bias, norm.eps)
+        return norm(x + sub)
+
+
+def _init_ff(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float, activation: Activation,
+             layer_norm_eps: float, batch_first: bool, norm_first: bool, bias: bool, dtype, n_norms: int) -> None:
+    if d_model <= 0 or nhead <= 0 or d_model % nhead != 0:
+        raise ValueError(f"{type(self).__name__}: d_model ({d_model}) must be a positive multiple of nhead ({nhead})")
+    self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+    self.dropout = Dropout(dropout)
+    self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+    self.norm_first = norm_first
+    for i in range(1, n_norms + 1):
+        setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+    for i in range(1, n_norms + 1):
+        setattr(self, f"dropout{i}", Dropout(dropout))
+    if isinstance(activation, str):
+        activation = _get_activation_fn(activation)
+    self.activation = activation
+    self.batch_first = batch_first
+
+
+# ---------------------------------------------------------------- layers
+
+class TransformerEncoderLayer(_FFMixin, Module):
+    """Self-attention + feed-forward block (torch.nn.TransformerEncoderLayer).
+
+    forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+    src (S, N, d_model) ((N, S, d_model) with batch_first) -> same shape.
+    norm_first=False (post-norm): x = norm1(x + sa(x)); x = norm2(x + ff(x)).
+    norm_first=True (pre-norm): x = x + sa(norm1(x)); x = x + ff(norm2(x)).
+    """
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Activation = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__()
+        dt = _as_dtype(dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            dtype=dt)
+        _init_ff(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                 norm_first, bias, dt, 2)
+
+    def forward(self, src: Tensor, src_mask: Optional[Tensor] = None, src_key_padding_mask: Optional[Tensor] = None,
+                is_causal: bool = False) -> Tensor:
+        _check_layout(src, self.self_attn.embed_dim, self.batch_first, "TransformerEncoderLayer", "src")
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self._residual_norm(x, self._sa_block(x, src_mask, src_key_padding_mask, is_causal), self.norm1)
+            x = self._residual_norm(x, self._ff_block(x), self.norm2)
+        return x
+
+    def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool = False) -> Tensor:
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        return self.dropout2(self._ff(x))
+
+
+class TransformerDecoderLayer(_FFMixin, Module):
+    """Self-attention + cross-attention + feed-forward block
+    (torch.nn.TransformerDecoderLayer).
+
+    forward(tgt, memory, tgt_mask=None, memory_mask=None,
+    tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=False, memory_is_causal=False): tgt (T, N, d_model),
+    memory (S, N, d_model) (batch first with batch_first) -> like tgt.
+    """
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Activation = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__()
+        dt = _as_dtype(dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first, bias=bias,
+                                            dtype=dt)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first,
+                                                 bias=bias, dtype=dt)
+        _init_ff(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                 norm_first, bias, dt, 3)
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        return self.dropout3(self._ff(x))
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Optional[Tensor] = None,
+                memory_mask: Optional[Tensor] = None, tgt_key_padding_mask: Optional[Tensor] = None,
+                memory_key_padding_mask: Optional[Tensor] = None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False) -> Tensor:
+        d = self.self_attn.embed_dim
+        _check_layout(tgt, d, self.batch_first, "TransformerDecoderLayer", "tgt")
+        _check_layout(memory, d, self.batch_first, "TransformerDecoderLayer", "memory")
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal)
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self._residual_norm(x, self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal), self.norm1)
+            x = self._residual_norm(x, self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
+                                                       memory_is_causal), self.norm2)
+            x = self._residual_norm(x, self._ff_block(x), self.norm3)
+        return x
+
+    def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool = False) -> Tensor:
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
+                           need_weights=False)[0]
+        return self.dropout1(x)
+
+    def _mha_block(self, x: Tensor, mem: Tensor, attn_mask, key_padding_mask, is_causal: bool = False) -> Tensor:
+        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                                is_causal=is_causal, need_weights=False)[0]
+        return self.dropout2(x)
+
+
+# ---------------------------------------------------------------- stacks
+
+class TransformerEncoder(Module):
+    """A stack of ``num_layers`` deep copies of ``encoder_layer`` (state_dict
+    keys ``layers.<i>.…``), then ``norm`` if given.
+
+    forward(src, mask=None, src_key_padding_mask=None, is_causal=None)."""
+
+    def __init__(self, encoder_layer: Module, num_layers: int, norm: Optional[Module] = None,
+                 enable_nested_tensor: bool = True, mask_check: bool = True) -> None:
+        super().__init__()
+        self.layers = _get_clones(encoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+        self.enable_nested_tensor = enable_nested_tensor  # accepted; the maths is the same without it
+        self.mask_check = mask_check
+
+    def forward(self, src: Tensor, mask: Optional[Tensor] = None, src_key_padding_mask: Optional[Tensor] = None,
+                is_causal: Optional[bool] = None) -> Tensor:
+        output = src
+        for mod in self.layers:
+            output = mod(output, src_mask=mask, is_causal=bool(is_causal), src_key_padding_mask=src_key_padding_mask)
+        if self.norm is not None:
+            output = self.norm(output)
+        return output
+
+
+class TransformerDecoder(Module):
+    """A stack of ``num_layers`` deep copies of ``decoder_layer``, then
+    ``norm`` if given.
+
+    forward(tgt, memory, tgt_mask=None, memory_mask=None,
+    tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=None, memory_is_causal=False)."""
+
+    def __init__(self, decoder_layer: Module, num_layers: int, norm: Optional[Module] = None) -> None:
+        super().__init__()
+        self.layers = _get_clones(decoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Optional[Tensor] = None,
+                memory_mask: Optional[Tensor] = None, tgt_key_padding_mask: Optional[Tensor] = None,
+                memory_key_padding_mask: Optional[Tensor] = None, tgt_is_causal: Optional[bool] = None,
+                memory_is_causal: bool = False) -> Tensor:
+        output = tgt
+        for mod in self.layers:
+            output = mod(output, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                         tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
+                         tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+        if self.norm is not None:
+            output = self.norm(output)
+        return output
+
+
+class Transformer(Module):
+    """The encoder-decoder Transformer (torch.nn.Transformer): ``encoder``
+    (TransformerEncoder + final LayerNorm) and ``decoder`` (TransformerDecoder
+    + final LayerNorm); every parameter with more than one dimension is
+    re-initialised with xavier_uniform_ (as torch).
+
+    forward(src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+    src_key_padding_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+    memory_is_causal=False): src (S, N, E), tgt (T, N, E) ((N, S, E), (N, T, E)
+    with batch_first) -> (T, N, E).  Masks: bool True = NOT allowed, float
+    added; ``tgt_mask`` is usually ``generate_square_subsequent_mask(T)``.
+    """
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Activation = "relu", custom_encoder: Optional[Module] = None,
+                 custom_decoder: Optional[Module] = None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__()
+        dt = _as_dtype(dtype)
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, dtype=dt)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dt))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, dtype=dt)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dt))
+        self._reset_parameters()
+        self.d_model = d_model
+        self.nhead = nhead
+        self.batch_first = batch_first
+
+    def _reset_parameters(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                init.xavier_uniform_(p)
+
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Optional[Tensor] = None, tgt_mask: Optional[Tensor] = None,
+                memory_mask: Optional[Tensor] = None, src_key_padding_mask: Optional[Tensor] = None,
+                tgt_key_padding_mask: Optional[Tensor] = None, memory_key_padding_mask: Optional[Tensor] = None,
+                src_is_causal: Optional[bool] = None, tgt_is_causal: Optional[bool] = None,
+                memory_is_causal: bool = False) -> Tensor:
+        for name, t in (("src", src), ("tgt", tgt)):
+            _check_layout(t, self.d_model, self.batch_first, "Transformer", name)
+        if src.ndim != tgt.ndim:
+            raise ValueError(f"Transformer: src and tgt must both be batched (3-D) or unbatched (2-D), got "
+                             f"{src.ndim}-D and {tgt.ndim}-D")
+        if src.ndim == 3:
+            bax = 0 if self.batch_first else 1
+            if src.shape[bax] != tgt.shape[bax]:
+                raise ValueError(f"Transformer: the batch number of src and tgt must be equal: src.shape[{bax}] = "
+                                 f"{src.shape[bax]}, tgt.shape[{bax}] = {tgt.shape[bax]} "
+                                 f"(batch_first={self.batch_first})")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
+                            memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
+        """(sz, sz) float mask: 0 on and below the diagonal, -inf above
+        (position i may attend to positions <= i)."""
+        dt = _as_dtype(dtype) or get_default_dtype()
+        return Tensor._wrap(np.triu(np.full((sz, sz), -np.inf, dtype=dt), 1))

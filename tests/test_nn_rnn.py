@@ -1,0 +1,425 @@
+"""nn.RNN / LSTM / GRU, the cells and packed sequences: torch parity from the
+same weights (outputs, final states, every gradient), float64 gradchecks
+through the modules, state_dict keys, init, dropout and bad input."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import ctransformer as ct
+import ctransformer.nn as nn
+from ctransformer.autograd import gradcheck
+from ctransformer.nn.utils.rnn import (PackedSequence, pack_padded_sequence, pack_sequence,
+                                       pad_packed_sequence)
+from conftest import F32
+
+torch = pytest.importorskip("torch")
+
+KINDS = [("RNN", "tanh"), ("RNN", "relu"), ("LSTM", None), ("GRU", None)]
+I, H, T, B = 3, 4, 5, 3
+
+
+def make_pair(kind, act, **kw):
+    """Our module and torch's, with torch's weights copied into ours."""
+    extra = {} if act is None else {"nonlinearity": act}
+    ref = getattr(torch.nn, kind)(I, H, **extra, **kw)
+    ours = getattr(nn, kind)(I, H, **extra, **kw)
+    ours.load_state_dict({k: ct.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    return ours, ref
+
+
+def pair_tensor(arr):
+    return ct.tensor(arr, requires_grad=True), torch.tensor(arr, requires_grad=True)
+
+
+def loss_of(out, states, rng_seed=0):
+    """A loss touching every output with distinct weights (same in both libraries)."""
+    parts = [out] + list(states)
+    total = None
+    for k, p in enumerate(parts):
+        w = np.random.default_rng(rng_seed + k).standard_normal(tuple(p.shape)).astype(np.float32)
+        term = (p * (ct.tensor(w) if isinstance(p, ct.Tensor) else torch.tensor(w))).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def assert_close(ours, ref, what=""):
+    np.testing.assert_allclose(ours.detach().numpy(), ref.detach().numpy(), err_msg=what, **F32)
+
+
+def assert_param_grads(ours, ref):
+    for (name, p), (name_ref, p_ref) in zip(ours.named_parameters(), ref.named_parameters()):
+        assert name == name_ref
+        assert_close(p.grad, p_ref.grad, f"grad of {name}")
+
+
+def states_of(kind, hx):
+    return hx if kind == "LSTM" else (hx,)
+
+
+# ---------------------------------------------------------------------------
+# torch parity, padded batches
+
+@pytest.mark.parametrize("kind,act", KINDS)
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_module_torch_parity(kind, act, layers, bidirectional, batch_first, with_state):
+    rng = np.random.default_rng(layers * 7 + bidirectional * 3 + batch_first)
+    ours, ref = make_pair(kind, act, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first)
+    D = 2 if bidirectional else 1
+    x_c, x_t = pair_tensor(rng.standard_normal((B, T, I) if batch_first else (T, B, I)).astype(np.float32))
+    hx_c = hx_t = None
+    states = []
+    if with_state:
+        n = 2 if kind == "LSTM" else 1
+        states = [pair_tensor(rng.standard_normal((layers * D, B, H)).astype(np.float32)) for _ in range(n)]
+        hx_c = tuple(s[0] for s in states) if kind == "LSTM" else states[0][0]
+        hx_t = tuple(s[1] for s in states) if kind == "LSTM" else states[0][1]
+    out_c, h_c = ours(x_c, hx_c)
+    out_t, h_t = ref(x_t, hx_t)
+    assert tuple(out_c.shape) == tuple(out_t.shape)
+    assert_close(out_c, out_t, "output")
+    for a, b in zip(states_of(kind, h_c), states_of(kind, h_t)):
+        assert tuple(a.shape) == (layers * D, B, H)
+        assert_close(a, b, "final state")
+    loss_of(out_c, states_of(kind, h_c)).backward()
+    loss_of(out_t, states_of(kind, h_t)).backward()
+    assert_close(x_c.grad, x_t.grad, "grad of input")
+    for s_c, s_t in states:
+        assert_close(s_c.grad, s_t.grad, "grad of initial state")
+    assert_param_grads(ours, ref)
+
+
+@pytest.mark.parametrize("kind,act", KINDS)
+@pytest.mark.parametrize("enforce_sorted", [True, False])
+def test_packed_torch_parity(kind, act, enforce_sorted):
+    rng = np.random.default_rng(3)
+    lengths = [5, 3, 2] if enforce_sorted else [3, 5, 2]
+    ours, ref = make_pair(kind, act, num_layers=2, bidirectional=True)
+    x_c, x_t = pair_tensor(rng.standard_normal((T, B, I)).astype(np.float32))
+    packed_c = pack_padded_sequence(x_c, lengths, enforce_sorted=enforce_sorted)
+    packed_t = torch.nn.utils.rnn.pack_padded_sequence(x_t, torch.tensor(lengths), enforce_sorted=enforce_sorted)
+    np.testing.assert_array_equal(packed_c.batch_sizes.numpy(), packed_t.batch_sizes.numpy())
+    assert_close(packed_c.data, packed_t.data, "packed data")
+    out_c, h_c = ours(packed_c)
+    out_t, h_t = ref(packed_t)
+    assert isinstance(out_c, PackedSequence)
+    pad_c, len_c = pad_packed_sequence(out_c, padding_value=-1.0)
+    pad_t, len_t = torch.nn.utils.rnn.pad_packed_sequence(out_t, padding_value=-1.0)
+    np.testing.assert_array_equal(len_c.numpy(), len_t.numpy())
+    assert_close(pad_c, pad_t, "padded output")
+    for a, b in zip(states_of(kind, h_c), states_of(kind, h_t)):
+        assert_close(a, b, "final state")
+    loss_of(pad_c, states_of(kind, h_c)).backward()
+    loss_of(pad_t, states_of(kind, h_t)).backward()
+    assert_close(x_c.grad, x_t.grad, "grad of input")
+    assert_param_grads(ours, ref)
+
+
+def test_packed_batch_first_and_total_length():
+    rng = np.random.default_rng(4)
+    ours, ref = make_pair("GRU", None, batch_first=True)
+    x = rng.standard_normal((B, T + 2, I)).astype(np.float32)
+    lengths = [4, 4, 1]
+    out_c, _ = ours(pack_padded_sequence(ct.tensor(x), lengths, batch_first=True))
+    out_t, _ = ref(torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(x), lengths, batch_first=True))
+    pad_c, _ = pad_packed_sequence(out_c, batch_first=True, total_length=T + 2)
+    pad_t, _ = torch.nn.utils.rnn.pad_packed_sequence(out_t, batch_first=True, total_length=T + 2)
+    assert tuple(pad_c.shape) == (B, T + 2, H)
+    assert_close(pad_c, pad_t)
+
+
+def test_pack_sequence_matches_torch():
+    rng = np.random.default_rng(5)
+    seqs = [rng.standard_normal((n, I)).astype(np.float32) for n in (4, 2, 1)]
+    p_c = pack_sequence([ct.tensor(s) for s in seqs])
+    p_t = torch.nn.utils.rnn.pack_sequence([torch.tensor(s) for s in seqs])
+    assert_close(p_c.data, p_t.data)
+    np.testing.assert_array_equal(p_c.batch_sizes.numpy(), p_t.batch_sizes.numpy())
+
+
+@pytest.mark.parametrize("kind,act", [("LSTM", None), ("GRU", None), ("RNN", "tanh")])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_unbatched_input(kind, act, batch_first):
+    rng = np.random.default_rng(6)
+    ours, ref = make_pair(kind, act, num_layers=2, batch_first=batch_first)
+    x_c, x_t = pair_tensor(rng.standard_normal((T, I)).astype(np.float32))
+    h = rng.standard_normal((2, H)).astype(np.float32)
+    hx_c = (ct.tensor(h), ct.tensor(h * 0.5)) if kind == "LSTM" else ct.tensor(h)
+    hx_t = (torch.tensor(h), torch.tensor(h * 0.5)) if kind == "LSTM" else torch.tensor(h)
+    out_c, h_c = ours(x_c, hx_c)
+    out_t, h_t = ref(x_t, hx_t)
+    assert tuple(out_c.shape) == (T, H)
+    assert_close(out_c, out_t)
+    for a, b in zip(states_of(kind, h_c), states_of(kind, h_t)):
+        assert tuple(a.shape) == (2, H)
+        assert_close(a, b)
+    loss_of(out_c, states_of(kind, h_c)).backward()
+    loss_of(out_t, states_of(kind, h_t)).backward()
+    assert_close(x_c.grad, x_t.grad)
+
+
+@pytest.mark.parametrize("kind,act", KINDS)
+def test_no_bias(kind, act):
+    rng = np.random.default_rng(7)
+    ours, ref = make_pair(kind, act, bias=False, num_layers=2)
+    assert list(ours.state_dict()) == list(ref.state_dict())
+    x_c, x_t = pair_tensor(rng.standard_normal((T, B, I)).astype(np.float32))
+    out_c, h_c = ours(x_c)
+    out_t, h_t = ref(x_t)
+    assert_close(out_c, out_t)
+    loss_of(out_c, states_of(kind, h_c)).backward()
+    loss_of(out_t, states_of(kind, h_t)).backward()
+    assert_param_grads(ours, ref)
+
+
+# ---------------------------------------------------------------------------
+# cells
+
+@pytest.mark.parametrize("kind,act", [("RNNCell", "tanh"), ("RNNCell", "relu"), ("LSTMCell", None),
+                                      ("GRUCell", None)])
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("unbatched", [False, True])
+def test_cell_torch_parity(kind, act, with_state, unbatched):
+    rng = np.random.default_rng(8)
+    extra = {} if act is None else {"nonlinearity": act}
+    ref = getattr(torch.nn, kind)(I, H, **extra)
+    ours = getattr(nn, kind)(I, H, **extra)
+    assert list(ours.state_dict()) == list(ref.state_dict())
+    ours.load_state_dict({k: ct.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    lead = () if unbatched else (B,)
+    x_c, x_t = pair_tensor(rng.standard_normal(lead + (I,)).astype(np.float32))
+    states = []
+    hx_c = hx_t = None
+    if with_state:
+        n = 2 if kind == "LSTMCell" else 1
+        states = [pair_tensor(rng.standard_normal(lead + (H,)).astype(np.float32)) for _ in range(n)]
+        hx_c = tuple(s[0] for s in states) if n == 2 else states[0][0]
+        hx_t = tuple(s[1] for s in states) if n == 2 else states[0][1]
+    res_c, res_t = ours(x_c, hx_c), ref(x_t, hx_t)
+    res_c = res_c if isinstance(res_c, tuple) else (res_c,)
+    res_t = res_t if isinstance(res_t, tuple) else (res_t,)
+    for a, b in zip(res_c, res_t):
+        assert tuple(a.shape) == lead + (H,)
+        assert_close(a, b)
+    loss_of(res_c[0], res_c[1:]).backward()
+    loss_of(res_t[0], res_t[1:]).backward()
+    assert_close(x_c.grad, x_t.grad)
+    for s_c, s_t in states:
+        assert_close(s_c.grad, s_t.grad)
+    assert_param_grads(ours, ref)
+
+
+# ---------------------------------------------------------------------------
+# float64 gradchecks through the modules (tiny sizes)
+
+def _double(module):
+    return module.double()
+
+
+@pytest.mark.parametrize("kind,act", KINDS)
+def test_gradcheck_module_float64(kind, act):
+    ct.manual_seed(0)
+    extra = {} if act is None else {"nonlinearity": act}
+    m = _double(getattr(nn, kind)(2, 2, num_layers=2, bidirectional=True, **extra))
+    rng = np.random.default_rng(9)
+    x = ct.tensor(rng.standard_normal((3, 1, 2)), dtype=ct.float64, requires_grad=True)
+    h0 = ct.tensor(rng.standard_normal((4, 1, 2)), dtype=ct.float64, requires_grad=True)
+    c0 = ct.tensor(rng.standard_normal((4, 1, 2)), dtype=ct.float64, requires_grad=True)
+    params = list(m.parameters())
+
+    def fn(x, h0, c0, *ws):
+        out, hx = m(x, (h0, c0) if kind == "LSTM" else h0)
+        return (out,) + tuple(states_of(kind, hx))
+
+    inputs = (x, h0, c0 if kind == "LSTM" else ct.tensor(np.zeros(1))) + tuple(params)
+    assert gradcheck(fn, inputs)
+
+
+def test_gradcheck_packed_and_dropout_float64():
+    m = nn.LSTM(2, 2, num_layers=2, dropout=0.3).double()
+    m.train()
+    rng = np.random.default_rng(10)
+    x = ct.tensor(rng.standard_normal((4, 3, 2)), dtype=ct.float64, requires_grad=True)
+
+    def fn(x, *ws):
+        ct.manual_seed(123)  # the same dropout masks on every call
+        out, (h, c) = m(pack_padded_sequence(x, [4, 2, 1]))
+        return pad_packed_sequence(out)[0], h, c
+
+    assert gradcheck(fn, (x,) + tuple(m.parameters()))
+
+
+@pytest.mark.parametrize("kind", ["RNNCell", "LSTMCell", "GRUCell"])
+def test_gradcheck_cells_float64(kind):
+    m = getattr(nn, kind)(3, 2).double()
+    rng = np.random.default_rng(11)
+    x = ct.tensor(rng.standard_normal((2, 3)), dtype=ct.float64, requires_grad=True)
+    h = ct.tensor(rng.standard_normal((2, 2)), dtype=ct.float64, requires_grad=True)
+    c = ct.tensor(rng.standard_normal((2, 2)), dtype=ct.float64, requires_grad=True)
+
+    def fn(x, h, c, *ws):
+        return m(x, (h, c)) if kind == "LSTMCell" else m(x, h)
+
+    assert gradcheck(fn, (x, h, c) + tuple(m.parameters()))
+
+
+# ---------------------------------------------------------------------------
+# parameters, init, dropout
+
+@pytest.mark.parametrize("kind,act", KINDS)
+def test_state_dict_keys_and_shapes_match_torch(kind, act):
+    extra = {} if act is None else {"nonlinearity": act}
+    ours = getattr(nn, kind)(3, 5, num_layers=3, bidirectional=True, **extra)
+    ref = getattr(torch.nn, kind)(3, 5, num_layers=3, bidirectional=True, **extra)
+    sd, sd_ref = ours.state_dict(), ref.state_dict()
+    assert list(sd) == list(sd_ref)
+    for k in sd:
+        assert tuple(sd[k].shape) == tuple(sd_ref[k].shape), k
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in ref.named_parameters()]
+
+
+def test_init_is_uniform_in_one_over_sqrt_hidden():
+    ct.manual_seed(1)
+    m = nn.LSTM(30, 64, num_layers=2)
+    bound = 1 / math.sqrt(64)
+    values = np.concatenate([p.detach().numpy().ravel() for p in m.parameters()])
+    assert np.abs(values).max() <= bound
+    assert values.min() < -0.95 * bound and values.max() > 0.95 * bound
+    assert abs(values.mean()) < 0.01 * bound * 10 and abs(values.std() - bound / math.sqrt(3)) < 0.02 * bound
+    cell = nn.GRUCell(4, 16)
+    assert all(np.abs(p.detach().numpy()).max() <= 0.25 for p in cell.parameters())
+
+
+def test_dropout_between_layers_only_in_training():
+    m = nn.GRU(3, 4, num_layers=2, dropout=0.5)
+    x = ct.randn(5, 2, 3)
+    m.eval()
+    a, b = m(x)[0], m(x)[0]
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    no_drop = nn.GRU(3, 4, num_layers=2)
+    no_drop.load_state_dict(m.state_dict())
+    np.testing.assert_allclose(no_drop(x)[0].numpy(), a.numpy(), rtol=0, atol=0)
+    m.train()
+    ct.manual_seed(5)
+    c = m(x)[0]
+    ct.manual_seed(5)
+    d = m(x)[0]
+    e = m(x)[0]
+    np.testing.assert_array_equal(c.numpy(), d.numpy())       # seeded from the default generator
+    assert not np.allclose(c.numpy(), a.numpy())                # dropout changed the result
+    assert not np.array_equal(d.numpy(), e.numpy())             # a fresh mask per call
+
+
+def test_dropout_one_matches_torch():
+    """dropout=1 zeroes layer 0's output: deterministic in both libraries."""
+    ours, ref = make_pair("LSTM", None, num_layers=2, dropout=1.0)
+    x = np.random.default_rng(12).standard_normal((T, B, I)).astype(np.float32)
+    assert_close(ours(ct.tensor(x))[0], ref(torch.tensor(x))[0])
+
+
+def test_dropout_warning_and_proj_size():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        nn.LSTM(3, 4, dropout=0.5)
+    assert any("non-zero dropout expects num_layers greater than 1" in str(x.message) for x in w)
+    with pytest.raises(NotImplementedError, match="proj_size"):
+        nn.LSTM(3, 4, proj_size=2)
+
+
+def test_repr_and_module_api():
+    m = nn.LSTM(3, 4, num_layers=2, batch_first=True, bidirectional=True)
+    assert repr(m) == repr(torch.nn.LSTM(3, 4, num_layers=2, batch_first=True, bidirectional=True))
+    assert len(m.all_weights) == 4 and len(m.all_weights[0]) == 4
+    assert sum(p.numel() for p in m.parameters()) == sum(
+        p.numel() for p in torch.nn.LSTM(3, 4, 2, batch_first=True, bidirectional=True).parameters())
+
+
+# ---------------------------------------------------------------------------
+# bad input (torch's messages)
+
+def test_bad_module_arguments():
+    with pytest.raises(ValueError, match=r"dropout should be a number in range \[0, 1\]"):
+        nn.LSTM(3, 4, dropout=1.5)
+    with pytest.raises(TypeError, match="hidden_size should be of type int, got: float"):
+        nn.GRU(3, 4.0)
+    with pytest.raises(ValueError, match="hidden_size must be greater than zero"):
+        nn.GRU(3, 0)
+    with pytest.raises(ValueError, match="Unknown nonlinearity 'sigmoid'. Select from 'tanh' or 'relu'."):
+        nn.RNN(3, 4, nonlinearity="sigmoid")
+    with pytest.raises(RuntimeError, match="device"):
+        nn.LSTM(3, 4, device="cuda")
+
+
+def test_bad_input_shapes_name_expected():
+    m = nn.LSTM(I, H, num_layers=2)
+    g = nn.GRU(I, H, num_layers=2)
+    x = ct.randn(T, B, I)
+    with pytest.raises(RuntimeError, match="input.size\\(-1\\) must be equal to input_size. Expected 3, got 7"):
+        m(ct.randn(T, B, 7))
+    with pytest.raises(ValueError, match="LSTM: Expected input to be 2D or 3D, got 4D instead"):
+        m(ct.randn(2, T, B, I))
+    with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] size \(2, 3, 4\), got \[1, 3, 4\]"):
+        m(x, (ct.zeros(1, B, H), ct.zeros(2, B, H)))
+    with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \(2, 3, 4\), got \[2, 4, 4\]"):
+        m(x, (ct.zeros(2, B, H), ct.zeros(2, 4, H)))
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(2, 3, 4\), got \[2, 3, 5\]"):
+        g(x, ct.zeros(2, B, 5))
+    with pytest.raises(RuntimeError, match="For batched 3-D input, hx should also be 3-D but got 2-D tensor"):
+        g(x, ct.zeros(B, H))
+    with pytest.raises(RuntimeError, match="For unbatched 2-D input, hx should also be 2-D but got 3-D tensor"):
+        g(ct.randn(T, I), ct.zeros(2, 1, H))
+    with pytest.raises(RuntimeError, match=r"hx and cx should also be 3-D but got \(2-D, 2-D\) tensors"):
+        m(x, (ct.zeros(B, H), ct.zeros(B, H)))
+    with pytest.raises(ValueError, match=r"RNN input dtype \(float64\) does not match weight dtype \(float32\)"):
+        m(x.double())
+    with pytest.raises(TypeError, match="LSTM: hx must be a tuple"):
+        m(x, ct.zeros(2, B, H))
+
+
+def test_bad_cell_input():
+    c = nn.LSTMCell(I, H)
+    r = nn.GRUCell(I, H)
+    with pytest.raises(RuntimeError, match="input has inconsistent input_size: got 7 expected 3"):
+        c(ct.randn(B, 7))
+    with pytest.raises(ValueError, match="LSTMCell: Expected input to be 1D or 2D, got 3D instead"):
+        c(ct.randn(B, B, I))
+    with pytest.raises(RuntimeError, match="Input batch size 3 doesn't match hidden0 batch size 4"):
+        c(ct.randn(B, I), (ct.zeros(4, H), ct.zeros(B, H)))
+    with pytest.raises(RuntimeError, match="hidden0 has inconsistent hidden_size: got 5, expected 4"):
+        r(ct.randn(B, I), ct.zeros(B, 5))
+
+
+def test_bad_packing():
+    x = ct.randn(T, B, I)
+    with pytest.raises(RuntimeError, match="`lengths` array must be sorted in decreasing order when "
+                                           "`enforce_sorted` is True"):
+        pack_padded_sequence(x, [3, 5, 2])
+    with pytest.raises(ValueError, match=r"pack_padded_sequence: lengths\[0\] must be at most the sequence "
+                                         r"length 5 of input \(dimension 0\), got 6"):
+        pack_padded_sequence(x, [6, 3, 2])
+    with pytest.raises(RuntimeError, match="Length of all samples has to be greater than 0"):
+        pack_padded_sequence(x, [3, 2, 0])
+    with pytest.raises(RuntimeError, match=r"Expected `len\(lengths\)` to be equal to batch_size, but got 2 "
+                                           r"\(batch_size=3\)"):
+        pack_padded_sequence(x, [3, 2])
+    packed = pack_padded_sequence(x, [5, 3, 2])
+    with pytest.raises(ValueError, match="Expected total_length to be at least the length of the longest "
+                                         "sequence in input, but got total_length=3 and max sequence length "
+                                         "being 5"):
+        pad_packed_sequence(packed, total_length=3)
+    m = nn.GRU(I, H)
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 3, 4\), got \[1, 4, 4\]"):
+        m(packed, ct.zeros(1, 4, H))
+
+
+def test_nan_input_propagates():
+    m = nn.LSTM(I, H)
+    x = ct.randn(T, B, I)
+    x.data[2, 1, 0] = float("nan")
+    out, (h, c) = m(x)
+    o = out.numpy()
+    assert np.isnan(o[2:, 1]).all() and np.isfinite(o[:2]).all() and np.isfinite(o[:, [0, 2]]).all()

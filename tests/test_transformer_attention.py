@@ -1,0 +1,444 @@
+"""F.scaled_dot_product_attention and nn.MultiheadAttention: torch parity
+(outputs and every gradient from the same weights), masks of every kind,
+fully masked rows, dropout, gradchecks, bad input."""
+import numpy as np
+import pytest
+
+import ctransformer as ct
+import ctransformer.nn as nn
+import ctransformer.nn.functional as F
+from conftest import F32
+
+torch = pytest.importorskip("torch")
+
+F64 = dict(rtol=1e-9, atol=1e-11)
+
+
+def tol(dtype):
+    return F32 if dtype == np.float32 else F64
+
+
+def ours(a, grad=True):
+    return ct.tensor(np.array(a), requires_grad=grad and np.asarray(a).dtype.kind == "f")
+
+
+def theirs(a, grad=True):
+    t = torch.tensor(np.array(a))
+    return t.requires_grad_() if grad and t.is_floating_point() else t
+
+
+def load_from_torch(mod, tmod):
+    """Copy torch's weights into ours by state_dict (the keys must be the same)."""
+    sd = {k: ct.tensor(v.detach().numpy().copy()) for k, v in tmod.state_dict().items()}
+    assert list(mod.state_dict()) == list(sd)
+    mod.load_state_dict(sd)
+    return mod
+
+
+def weights_like(out, seed=7):
+    """A fixed random cotangent so every output element matters."""
+    return np.random.default_rng(seed).standard_normal(tuple(out.shape)).astype(out.dtype)
+
+
+def backprop(out_ours, out_torch):
+    w = weights_like(out_ours)
+    (out_ours * ct.tensor(w)).sum().backward()
+    (out_torch * torch.tensor(w)).sum().backward()
+
+
+def assert_close(a, b, dtype, what=""):
+    a = a._data if isinstance(a, ct.Tensor) else a
+    b = b.detach().numpy() if isinstance(b, torch.Tensor) else b
+    np.testing.assert_allclose(a, b, err_msg=what, **tol(dtype))
+
+
+def assert_grads(pairs, dtype):
+    for name, a, b in pairs:
+        assert a.grad is not None, f"no gradient for {name}"
+        assert_close(a.grad, b.grad, dtype, f"gradient of {name}")
+
+
+# ---------------------------------------------------------------- scaled_dot_product_attention
+
+SDPA_CASES = [
+    # q shape, k shape, v shape, mask kind / shape
+    ((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 3), None),
+    ((2, 3, 5, 4), (1, 3, 6, 4), (2, 1, 6, 3), ("bool", (5, 6))),
+    ((2, 5, 4), (2, 6, 4), (2, 6, 4), ("float", (2, 5, 6))),
+    ((2, 2, 3, 5, 4), (2, 2, 3, 6, 4), (2, 2, 3, 6, 2), ("bool", (2, 1, 3, 5, 6))),
+    ((5, 4), (6, 4), (6, 3), ("float", (5, 6))),
+    ((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 3), ("bool", (2, 1, 1, 6))),
+]
+
+
+def make_mask(spec, rng, dtype):
+    if spec is None:
+        return None
+    kind, shape = spec
+    if kind == "bool":
+        m = rng.random(shape) > 0.35
+        m[..., 0] = True
+        return m
+    return (rng.standard_normal(shape) * 2).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", SDPA_CASES)
+def test_sdpa_parity(case, dtype):
+    rng = np.random.default_rng(0)
+    qs, ks, vs, ms = case
+    q, k, v = (rng.standard_normal(s).astype(dtype) for s in (qs, ks, vs))
+    mask = make_mask(ms, rng, dtype)
+    a = [ours(x) for x in (q, k, v)]
+    b = [theirs(x) for x in (q, k, v)]
+    out = F.scaled_dot_product_attention(*a, attn_mask=None if mask is None else ct.tensor(mask))
+    ref = torch.nn.functional.scaled_dot_product_attention(*b, attn_mask=None if mask is None else torch.tensor(mask))
+    assert tuple(out.shape) == tuple(ref.shape)
+    assert_close(out, ref, dtype)
+    backprop(out, ref)
+    assert_grads(zip("qkv", a, b), dtype)
+
+
+@pytest.mark.parametrize("scale", [None, 0.7])
+def test_sdpa_causal_and_scale(scale):
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((2, 2, 5, 4)).astype(np.float32) for _ in range(3))
+    a, b = [ours(x) for x in (q, k, v)], [theirs(x) for x in (q, k, v)]
+    out = F.scaled_dot_product_attention(*a, is_causal=True, scale=scale)
+    ref = torch.nn.functional.scaled_dot_product_attention(*b, is_causal=True, scale=scale)
+    assert_close(out, ref, np.float32)
+    backprop(out, ref)
+    assert_grads(zip("qkv", a, b), np.float32)
+
+
+def test_sdpa_gradcheck_float64():
+    rng = np.random.default_rng(2)
+    q, k, v = (ours(rng.standard_normal(s)) for s in ((2, 3, 2), (1, 4, 2), (2, 4, 3)))
+    mask = ct.tensor(rng.standard_normal((3, 4)))
+    assert ct.autograd.gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), (q, k, v))
+
+
+@pytest.mark.parametrize("kind", ["bool", "-inf"])
+def test_sdpa_fully_masked_rows_are_zero_not_nan(kind):
+    rng = np.random.default_rng(3)
+    q, k, v = (ours(rng.standard_normal((2, 4, 3))) for _ in range(3))
+    if kind == "bool":
+        m = np.ones((4, 4), bool)
+        m[1] = False
+    else:
+        m = np.zeros((4, 4))
+        m[1] = -np.inf
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=ct.tensor(m))
+    assert np.isfinite(out._data).all() and np.all(out._data[:, 1] == 0)
+    out.sum().backward()
+    for t in (q, k, v):
+        assert np.isfinite(t.grad._data).all()
+    assert np.all(q.grad._data[:, 1] == 0)
+
+
+def test_sdpa_dropout_is_seeded_and_scaled():
+    rng = np.random.default_rng(4)
+    q, k, v = (ct.tensor(rng.standard_normal((2, 2, 6, 4))) for _ in range(3))
+    ct.manual_seed(5)
+    a = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    ct.manual_seed(5)
+    b = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    c = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    clean = F.scaled_dot_product_attention(q, k, v)
+    np.testing.assert_array_equal(a._data, b._data)
+    assert not np.allclose(a._data, c._data) and not np.allclose(a._data, clean._data)
+    # dropout_p=1 drops every weight
+    assert np.all(F.scaled_dot_product_attention(q, k, v, dropout_p=1.0)._data == 0)
+
+
+def test_sdpa_dropout_gradient_uses_the_same_mask():
+    rng = np.random.default_rng(6)
+    q, k, v = (ours(rng.standard_normal((1, 2, 3, 2))) for _ in range(3))
+
+    def f(q, k, v):
+        ct.manual_seed(11)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.4)
+
+    assert ct.autograd.gradcheck(f, (q, k, v))
+
+
+def test_sdpa_bad_input():
+    x = ct.randn(2, 3, 4)
+    fn = "scaled_dot_product_attention"
+    with pytest.raises(TypeError, match=f"{fn}: key must have the dtype of query \\(float32\\), got float64"):
+        F.scaled_dot_product_attention(x, x.double(), x)
+    with pytest.raises(ValueError, match=rf"{fn}: key.shape\[-1\] must be 4 \(query.shape\[-1\], the embedding\), got 3"):
+        F.scaled_dot_product_attention(x, ct.randn(2, 3, 3), x)
+    with pytest.raises(ValueError, match=rf"{fn}: value.shape\[-2\] must be 5 \(key.shape\[-2\], the source length\), got 3"):
+        F.scaled_dot_product_attention(x, ct.randn(2, 5, 4), x)
+    with pytest.raises(ValueError, match=f"{fn}: the leading \\(batch\\) dims of query \\(2,\\), key \\(3,\\)"):
+        F.scaled_dot_product_attention(x, ct.randn(3, 3, 4), ct.randn(3, 3, 4))
+    with pytest.raises(ValueError, match=rf"{fn}: attn_mask of shape \(3, 2\) must broadcast to \(..., L, S\) = \(2, 3, 3\)"):
+        F.scaled_dot_product_attention(x, x, x, attn_mask=ct.ones(3, 2, dtype=ct.bool))
+    with pytest.raises(TypeError, match=f"{fn}: attn_mask must have dtype bool or a float dtype, got int64"):
+        F.scaled_dot_product_attention(x, x, x, attn_mask=ct.ones(3, 3, dtype=ct.int64))
+    with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when is_causal=True"):
+        F.scaled_dot_product_attention(x, x, x, attn_mask=ct.ones(3, 3, dtype=ct.bool), is_causal=True)
+    with pytest.raises(ValueError, match=f"{fn}: query must have at least 2 dimensions"):
+        F.scaled_dot_product_attention(ct.randn(4), x, x)
+    with pytest.raises(ValueError, match=f"{fn}: dropout_p must be in \\[0, 1\\], got 1.5"):
+        F.scaled_dot_product_attention(x, x, x, dropout_p=1.5)
+    with pytest.raises(TypeError, match=f"{fn}: query must be a Tensor, got ndarray"):
+        F.scaled_dot_product_attention(np.zeros((3, 4)), x, x)
+
+
+# ---------------------------------------------------------------- MultiheadAttention
+
+def mha_pair(E=8, H=2, dtype=np.float32, seed=0, **kw):
+    torch.manual_seed(seed)
+    tm = torch.nn.MultiheadAttention(E, H, **kw)
+    if dtype == np.float64:
+        tm = tm.double()
+    with torch.no_grad():  # non-zero biases so their gradients are exercised
+        for n, p in tm.named_parameters():
+            if "bias" in n:
+                p.normal_(0, 0.1)
+    m = nn.MultiheadAttention(E, H, **kw)
+    if dtype == np.float64:
+        m = m.double()
+    return load_from_torch(m, tm), tm
+
+
+def run_mha(m, tm, q, k, v, dtype, self_attn=False, **kw):
+    """Run both with the same inputs and kwargs (masks as numpy), compare
+    outputs, weights and every gradient."""
+    a = [ours(x) for x in (q, k, v)] if not self_attn else [ours(q)] * 3
+    b = [theirs(x) for x in (q, k, v)] if not self_attn else [theirs(q)] * 3
+    ko = {n: (ct.tensor(x) if isinstance(x, np.ndarray) else x) for n, x in kw.items()}
+    kt = {n: (torch.tensor(x) if isinstance(x, np.ndarray) else x) for n, x in kw.items()}
+    out, w = m(*a, **ko)
+    ref, rw = tm(*b, **kt)
+    assert_close(out, ref, dtype, "output")
+    if rw is None:
+        assert w is None
+    else:
+        assert tuple(w.shape) == tuple(rw.shape)
+        assert_close(w, rw, dtype, "attention weights")
+    backprop(out, ref)
+    names = ["query"] if self_attn else ["query", "key", "value"]
+    assert_grads(zip(names, a, b), dtype)
+    assert_grads([(n, p, tp) for (n, p), (_, tp) in zip(m.named_parameters(), tm.named_parameters())], dtype)
+    return out
+
+
+def seq(rng, L, N, E, dtype, batch_first):
+    x = rng.standard_normal((N, L, E) if batch_first else (L, N, E))
+    return x.astype(dtype)
+
+
+def test_mha_state_dict_keys_match_torch():
+    for kw in ({}, dict(bias=False), dict(kdim=5, vdim=3), dict(batch_first=True)):
+        m, tm = mha_pair(**kw)
+        assert list(m.state_dict()) == list(tm.state_dict())
+        for k, v in tm.state_dict().items():
+            assert tuple(m.state_dict()[k].shape) == tuple(v.shape)
+
+
+def test_mha_init_follows_torch():
+    ct.manual_seed(0)
+    m = nn.MultiheadAttention(16, 4)
+    bound = np.sqrt(6 / (16 + 48))  # xavier_uniform_ on the (3E, E) in_proj_weight
+    w = m.in_proj_weight._data
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound
+    assert np.all(m.in_proj_bias._data == 0) and np.all(m.out_proj.bias._data == 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_mha_self_attention_parity(dtype, batch_first):
+    rng = np.random.default_rng(1)
+    m, tm = mha_pair(dtype=dtype, batch_first=batch_first)
+    x = seq(rng, 5, 3, 8, dtype, batch_first)
+    run_mha(m, tm, x, x, x, dtype, self_attn=True)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("need_weights,average", [(True, True), (True, False), (False, True)])
+def test_mha_cross_attention_weights(batch_first, need_weights, average):
+    rng = np.random.default_rng(2)
+    m, tm = mha_pair(batch_first=batch_first)
+    q, kv = seq(rng, 4, 2, 8, np.float32, batch_first), seq(rng, 6, 2, 8, np.float32, batch_first)
+    run_mha(m, tm, q, kv, kv, np.float32, need_weights=need_weights, average_attn_weights=average)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_mha_kdim_vdim_parity(batch_first):
+    rng = np.random.default_rng(3)
+    m, tm = mha_pair(kdim=5, vdim=3, batch_first=batch_first)
+    assert m.in_proj_weight is None and tuple(m.k_proj_weight.shape) == (8, 5)
+    q = seq(rng, 4, 2, 8, np.float32, batch_first)
+    k, v = seq(rng, 6, 2, 5, np.float32, batch_first), seq(rng, 6, 2, 3, np.float32, batch_first)
+    run_mha(m, tm, q, k, v, np.float32)
+
+
+def test_mha_without_bias_parity():
+    rng = np.random.default_rng(4)
+    m, tm = mha_pair(bias=False)
+    assert m.in_proj_bias is None and m.out_proj.bias is None
+    q, kv = seq(rng, 4, 2, 8, np.float32, False), seq(rng, 5, 2, 8, np.float32, False)
+    run_mha(m, tm, q, kv, kv, np.float32)
+
+
+def _masks(rng, N, H, L, S, dtype):
+    kpm = np.zeros((N, S), bool)
+    kpm[0, -2:] = True
+    attn_bool = np.triu(np.ones((L, S), bool), 1 + S - L)  # True = not allowed, every row keeps a key
+    attn_float = (rng.standard_normal((L, S)) * 2).astype(dtype)
+    attn3 = (rng.standard_normal((N * H, L, S))).astype(dtype)
+    attn3_bool = rng.random((N * H, L, S)) > 0.7
+    attn3_bool[..., 0] = False
+    kpm_float = np.where(kpm, -np.inf, 0.0).astype(dtype) + (rng.standard_normal((N, S)) * 0.5).astype(dtype)
+    return dict(kpm=kpm, attn_bool=attn_bool, attn_float=attn_float, attn3=attn3, attn3_bool=attn3_bool,
+                kpm_float=kpm_float)
+
+
+MASK_COMBOS = [
+    dict(key_padding_mask="kpm"),
+    dict(key_padding_mask="kpm_float"),
+    dict(attn_mask="attn_bool"),
+    dict(attn_mask="attn_float"),
+    dict(attn_mask="attn3"),
+    dict(attn_mask="attn3_bool"),
+    dict(attn_mask="attn_bool", key_padding_mask="kpm"),
+    dict(attn_mask="attn_float", key_padding_mask="kpm"),
+    dict(attn_mask="attn3_bool", key_padding_mask="kpm_float"),
+]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("combo", MASK_COMBOS, ids=lambda c: "+".join(c.values()))
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_mha_masks_parity(combo, batch_first):
+    rng = np.random.default_rng(5)
+    N, H, L, S = 2, 2, 4, 6
+    m, tm = mha_pair(batch_first=batch_first)
+    masks = _masks(rng, N, H, L, S, np.float32)
+    q, kv = seq(rng, L, N, 8, np.float32, batch_first), seq(rng, S, N, 8, np.float32, batch_first)
+    run_mha(m, tm, q, kv, kv, np.float32, **{k: masks[v] for k, v in combo.items()})
+
+
+def test_mha_causal_mask_and_is_causal_hint():
+    rng = np.random.default_rng(6)
+    m, tm = mha_pair()
+    x = seq(rng, 5, 2, 8, np.float32, False)
+    causal = np.triu(np.ones((5, 5), bool), 1)
+    run_mha(m, tm, x, x, x, np.float32, self_attn=True, attn_mask=causal, is_causal=True, need_weights=False)
+    # Without a mask torch requires one; we apply the causal mask the hint names.
+    out_hint, _ = m(ct.tensor(x), ct.tensor(x), ct.tensor(x), is_causal=True, need_weights=False)
+    out_mask, _ = m(ct.tensor(x), ct.tensor(x), ct.tensor(x), attn_mask=ct.tensor(causal), need_weights=False)
+    np.testing.assert_allclose(out_hint._data, out_mask._data, **F32)
+    gen = nn.Transformer.generate_square_subsequent_mask(5)
+    out_float, _ = m(ct.tensor(x), ct.tensor(x), ct.tensor(x), attn_mask=gen, need_weights=False)
+    np.testing.assert_allclose(out_float._data, out_mask._data, **F32)
+
+
+def test_mha_unbatched_parity():
+    rng = np.random.default_rng(7)
+    m, tm = mha_pair()
+    q, kv = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((6, 8)).astype(np.float32)
+    kpm = np.zeros(6, bool)
+    kpm[-1] = True
+    run_mha(m, tm, q, kv, kv, np.float32, key_padding_mask=kpm)
+
+
+@pytest.mark.parametrize("kind", ["bool", "-inf"])
+def test_mha_fully_masked_rows_no_nan(kind):
+    rng = np.random.default_rng(8)
+    m, _ = mha_pair(batch_first=True)
+    q = ours(rng.standard_normal((2, 3, 8)).astype(np.float32))
+    kv = ours(rng.standard_normal((2, 4, 8)).astype(np.float32))
+    kpm = np.zeros((2, 4), bool)
+    kpm[1] = True  # every key of batch row 1 is padding
+    mask = ct.tensor(kpm if kind == "bool" else np.where(kpm, -np.inf, 0).astype(np.float32))
+    out, w = m(q, kv, kv, key_padding_mask=mask)
+    assert np.isfinite(out._data).all() and np.isfinite(w._data).all()
+    assert np.all(w._data[1] == 0)
+    out.sum().backward()
+    for t in [q, kv] + list(m.parameters()):
+        assert np.isfinite(t.grad._data).all()
+    assert np.all(kv.grad._data[1] == 0)
+
+
+def test_mha_dropout_train_vs_eval():
+    rng = np.random.default_rng(9)
+    m, _ = mha_pair(dropout=0.5)
+    x = ct.tensor(seq(rng, 5, 2, 8, np.float32, False))
+    ct.manual_seed(1)
+    a, wa = m(x, x, x)
+    ct.manual_seed(1)
+    b, _ = m(x, x, x)
+    np.testing.assert_array_equal(a._data, b._data)
+    m.eval()
+    c, wc = m(x, x, x)
+    m.dropout = 0.0
+    m.train()
+    d, _ = m(x, x, x)
+    np.testing.assert_array_equal(c._data, d._data)
+    assert not np.allclose(a._data, c._data)
+    np.testing.assert_allclose(wc._data.sum(-1), 1, rtol=1e-5)
+
+
+def test_mha_gradcheck_float64_with_masks():
+    rng = np.random.default_rng(10)
+    m = nn.MultiheadAttention(4, 2, kdim=3, vdim=2, batch_first=True).double()
+    for p in m.parameters():
+        p.data = ct.tensor(rng.standard_normal(tuple(p.shape)) * 0.5)
+    q, k, v = ours(rng.standard_normal((2, 2, 4))), ours(rng.standard_normal((2, 3, 3))), ours(rng.standard_normal((2, 3, 2)))
+    kpm = ct.tensor(np.array([[False, False, True], [False, False, False]]))
+    am = ct.tensor(rng.standard_normal((2, 3)))
+    params = list(m.parameters())
+
+    def f(q, k, v, *ps):
+        return m(q, k, v, key_padding_mask=kpm, attn_mask=am, need_weights=False)[0]
+
+    assert ct.autograd.gradcheck(f, (q, k, v, *params))
+
+
+def test_mha_gradient_through_weights_is_refused():
+    m, _ = mha_pair()
+    x = ct.randn(3, 2, 8, requires_grad=True)
+    _, w = m(x, x, x)
+    with pytest.raises(RuntimeError, match="gradients through the returned attention weights are not supported"):
+        w.sum().backward()
+
+
+def test_mha_bad_input():
+    with pytest.raises(ValueError, match=r"embed_dim \(10\) must be divisible by num_heads \(3\)"):
+        nn.MultiheadAttention(10, 3)
+    with pytest.raises(NotImplementedError, match="add_bias_kv=True is not supported"):
+        nn.MultiheadAttention(8, 2, add_bias_kv=True)
+    m = nn.MultiheadAttention(8, 2)
+    x = ct.randn(5, 2, 8)
+    mem = ct.randn(6, 2, 8)
+    fn = "MultiheadAttention"
+    with pytest.raises(ValueError, match=rf"{fn}: key_padding_mask must have shape \(batch, source length S\) = \(2, 6\), got \(6, 2\)"):
+        m(x, mem, mem, key_padding_mask=ct.zeros(6, 2, dtype=ct.bool))
+    with pytest.raises(ValueError, match=rf"{fn}: the 2-D attn_mask must have shape \(target length L, source length S\) = \(5, 6\), got \(6, 5\)"):
+        m(x, mem, mem, attn_mask=ct.zeros(6, 5, dtype=ct.bool))
+    with pytest.raises(ValueError, match=rf"{fn}: the 3-D attn_mask must have shape \(batch \* num_heads, L, S\) = \(4, 5, 6\), got \(2, 5, 6\)"):
+        m(x, mem, mem, attn_mask=ct.zeros(2, 5, 6, dtype=ct.bool))
+    with pytest.raises(ValueError, match=f"{fn}: attn_mask must be 2-D \\(L, S\\) or 3-D"):
+        m(x, mem, mem, attn_mask=ct.zeros(1, 1, 5, 6, dtype=ct.bool))
+    with pytest.raises(TypeError, match=f"{fn}: key_padding_mask must have dtype bool or a float dtype, got int64"):
+        m(x, mem, mem, key_padding_mask=ct.zeros(2, 6, dtype=ct.int64))
+    with pytest.raises(TypeError, match=f"{fn}: key must have the dtype of query \\(float32\\), got float64"):
+        m(x, mem.double(), mem.double())
+    with pytest.raises(ValueError, match=rf"{fn}: query.shape\[-1\] \(the features\) must be embed_dim = 8, got 6"):
+        m(ct.randn(5, 2, 6), mem, mem)
+    # batch_first=False reads (seq, batch, feature): a batch-first tensor puts the batch on the wrong axis.
+    with pytest.raises(ValueError, match=rf"{fn}: key.shape\[1\] \(the batch axis, batch_first=False: \(seq, batch, feature\)\) "
+                                         rf"must be 2 \(query.shape\[1\]\), got 6; check batch_first"):
+        m(x, ct.randn(2, 6, 8), ct.randn(2, 6, 8))
+    with pytest.raises(ValueError, match=rf"{fn}: value.shape\[0\] \(the source length\) must be 6 \(key.shape\[0\]\), got 4"):
+        m(x, mem, ct.randn(4, 2, 8))
+    with pytest.raises(ValueError, match=f"{fn}: query must be 3-D \\(L, batch, E\\) or 2-D unbatched"):
+        m(ct.randn(1, 5, 2, 8), mem, mem)
+    with pytest.raises(ValueError, match=f"{fn}: with a packed in_proj_weight, key and value must have embed_dim 8"):
+        m(x, ct.randn(6, 2, 4), ct.randn(6, 2, 4))
+    with pytest.raises(TypeError, match=f"{fn}: query must have dtype float32 or float64, got int64"):
+        m(ct.zeros(5, 2, 8, dtype=ct.int64), mem, mem)

@@ -1,0 +1,285 @@
+"""nn.TransformerEncoderLayer / DecoderLayer / Encoder / Decoder / Transformer:
+torch parity of outputs and every gradient from the same weights (dropout 0),
+state_dict keys, fused ops, masks, bad input."""
+import copy
+
+import numpy as np
+import pytest
+
+import ctransformer as ct
+import ctransformer.nn as nn
+from conftest import F32
+
+torch = pytest.importorskip("torch")
+
+D, H, FF = 8, 2, 16
+F64 = dict(rtol=1e-9, atol=1e-11)
+
+
+def tol(dtype):
+    return F32 if dtype == np.float32 else F64
+
+
+def load_from_torch(mod, tmod):
+    sd = {k: ct.tensor(v.detach().numpy().copy()) for k, v in tmod.state_dict().items()}
+    assert list(mod.state_dict()) == list(sd), "state_dict keys differ from torch's"
+    mod.load_state_dict(sd)
+    return mod
+
+
+def randomise_torch(tm, seed=0):
+    """Non-trivial LayerNorm/bias values so their gradients are exercised."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for n, p in tm.named_parameters():
+            if p.dim() == 1:
+                p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.2 + (1.0 if "norm" in n and "weight" in n else 0.0))
+    return tm
+
+
+def pair(make_torch, make_ours, dtype=np.float32, seed=0):
+    torch.manual_seed(seed)
+    tm = randomise_torch(make_torch(), seed)
+    m = make_ours()
+    if dtype == np.float64:
+        tm, m = tm.double(), m.double()
+    tm.train()  # the slow path (torch's eval fast path zeroes padded outputs)
+    return load_from_torch(m, tm), tm
+
+
+def compare(m, tm, inputs, dtype, **kw):
+    """Forward both with the same inputs/masks, compare the output and the
+    gradients of every input and parameter."""
+    a = [ct.tensor(x, requires_grad=True) for x in inputs]
+    b = [torch.tensor(x, requires_grad=True) for x in inputs]
+    ko = {n: (ct.tensor(v) if isinstance(v, np.ndarray) else v) for n, v in kw.items()}
+    kt = {n: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for n, v in kw.items()}
+    out, ref = m(*a, **ko), tm(*b, **kt)
+    np.testing.assert_allclose(out._data, ref.detach().numpy(), err_msg="output", **tol(dtype))
+    w = np.random.default_rng(99).standard_normal(tuple(out.shape)).astype(dtype)
+    (out * ct.tensor(w)).sum().backward()
+    (ref * torch.tensor(w)).sum().backward()
+    for i, (x, y) in enumerate(zip(a, b)):
+        np.testing.assert_allclose(x.grad._data, y.grad.numpy(), err_msg=f"gradient of input {i}", **tol(dtype))
+    named = dict(tm.named_parameters())
+    for n, p in m.named_parameters():
+        assert p.grad is not None, f"no gradient for {n}"
+        np.testing.assert_allclose(p.grad._data, named[n].grad.numpy(), err_msg=f"gradient of {n}", **tol(dtype))
+    return out
+
+
+def x_of(rng, T, N, dtype, batch_first):
+    return rng.standard_normal((N, T, D) if batch_first else (T, N, D)).astype(dtype)
+
+
+LAYER_CONFIGS = [
+    dict(norm_first=False, activation="relu"),
+    dict(norm_first=True, activation="relu"),
+    dict(norm_first=False, activation="gelu"),
+    dict(norm_first=True, activation="gelu"),
+]
+
+
+LAYOUTS = [(False, np.float32), (True, np.float32), (True, np.float64)]
+
+
+@pytest.mark.parametrize("batch_first,dtype", LAYOUTS, ids=["seqfirst-f32", "batchfirst-f32", "batchfirst-f64"])
+@pytest.mark.parametrize("cfg", LAYER_CONFIGS, ids=lambda c: f"{c['activation']}-prenorm{c['norm_first']}")
+def test_encoder_layer_parity(cfg, batch_first, dtype):
+    rng = np.random.default_rng(1)
+    kw = dict(dim_feedforward=FF, dropout=0.0, batch_first=batch_first, **cfg)
+    m, tm = pair(lambda: torch.nn.TransformerEncoderLayer(D, H, **kw), lambda: nn.TransformerEncoderLayer(D, H, **kw),
+                 dtype)
+    kpm = np.zeros((3, 5), bool)
+    kpm[1, 3:] = True
+    compare(m, tm, [x_of(rng, 5, 3, dtype, batch_first)], dtype, src_key_padding_mask=kpm)
+
+
+@pytest.mark.parametrize("batch_first,dtype", LAYOUTS, ids=["seqfirst-f32", "batchfirst-f32", "batchfirst-f64"])
+@pytest.mark.parametrize("cfg", LAYER_CONFIGS, ids=lambda c: f"{c['activation']}-prenorm{c['norm_first']}")
+def test_decoder_layer_parity(cfg, batch_first, dtype):
+    rng = np.random.default_rng(2)
+    kw = dict(dim_feedforward=FF, dropout=0.0, batch_first=batch_first, **cfg)
+    m, tm = pair(lambda: torch.nn.TransformerDecoderLayer(D, H, **kw), lambda: nn.TransformerDecoderLayer(D, H, **kw),
+                 dtype)
+    tgt, mem = x_of(rng, 4, 2, dtype, batch_first), x_of(rng, 6, 2, dtype, batch_first)
+    mkpm = np.zeros((2, 6), bool)
+    mkpm[0, 4:] = True
+    causal = np.triu(np.ones((4, 4), bool), 1)
+    compare(m, tm, [tgt, mem], dtype, tgt_mask=causal, memory_key_padding_mask=mkpm)
+
+
+@pytest.mark.parametrize("make", [lambda lib: lib.nn.GELU(approximate="tanh"), lambda lib: lib.nn.ReLU(),
+                                  lambda lib: lib.tanh])
+def test_callable_activations(make):
+    """Module activations (fused when relu/gelu) and any other callable (unfused path)."""
+    rng = np.random.default_rng(3)
+    kw = dict(dim_feedforward=FF, dropout=0.0)
+    m, tm = pair(lambda: torch.nn.TransformerEncoderLayer(D, H, activation=make(torch), **kw),
+                 lambda: nn.TransformerEncoderLayer(D, H, activation=make(ct), **kw))
+    compare(m, tm, [x_of(rng, 4, 2, np.float32, False)], np.float32)
+
+
+def test_layers_without_bias_parity():
+    rng = np.random.default_rng(4)
+    kw = dict(dim_feedforward=FF, dropout=0.0, bias=False, batch_first=True)
+    m, tm = pair(lambda: torch.nn.TransformerDecoderLayer(D, H, **kw), lambda: nn.TransformerDecoderLayer(D, H, **kw))
+    assert m.norm1.bias is None and m.linear1.bias is None
+    compare(m, tm, [x_of(rng, 3, 2, np.float32, True), x_of(rng, 4, 2, np.float32, True)], np.float32)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_decoder_stacks_parity(norm_first):
+    rng = np.random.default_rng(5)
+    kw = dict(dim_feedforward=FF, dropout=0.0, norm_first=norm_first)
+    m, tm = pair(lambda: torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(D, H, **kw), 2,
+                                                     torch.nn.LayerNorm(D), enable_nested_tensor=False),
+                 lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, **kw), 2, nn.LayerNorm(D)))
+    kpm = np.zeros((2, 5), bool)
+    kpm[0, -1] = True
+    compare(m, tm, [x_of(rng, 5, 2, np.float32, False)], np.float32, src_key_padding_mask=kpm)
+    m, tm = pair(lambda: torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(D, H, **kw), 2),
+                 lambda: nn.TransformerDecoder(nn.TransformerDecoderLayer(D, H, **kw), 2))
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(3).numpy()
+    compare(m, tm, [x_of(rng, 3, 2, np.float32, False), x_of(rng, 5, 2, np.float32, False)], np.float32,
+            tgt_mask=mask, tgt_is_causal=True)
+
+
+def test_stack_layers_are_independent_deep_copies():
+    layer = nn.TransformerEncoderLayer(D, H, FF)
+    enc = nn.TransformerEncoder(layer, 3)
+    ps = [l.linear1.weight for l in enc.layers]
+    assert len({id(p) for p in ps}) == 3 and all(p is not layer.linear1.weight for p in ps)
+    np.testing.assert_array_equal(ps[0]._data, ps[2]._data)  # copies of one layer start equal
+    ps[0].data.fill_(1.0)
+    assert not np.all(ps[1]._data == 1.0)
+    assert list(enc.state_dict())[:2] == ["layers.0.self_attn.in_proj_weight", "layers.0.self_attn.in_proj_bias"]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("batch_first,norm_first", [(False, False), (True, True)])
+def test_transformer_parity(batch_first, norm_first):
+    rng = np.random.default_rng(6)
+    kw = dict(d_model=D, nhead=H, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=FF, dropout=0.0,
+              batch_first=batch_first, norm_first=norm_first)
+    m, tm = pair(lambda: torch.nn.Transformer(**kw), lambda: nn.Transformer(**kw))
+    assert list(m.state_dict()) == list(tm.state_dict())
+    S, T, N = 5, 4, 2
+    src, tgt = x_of(rng, S, N, np.float32, batch_first), x_of(rng, T, N, np.float32, batch_first)
+    skpm = np.zeros((N, S), bool)
+    skpm[1, 3:] = True
+    tkpm = np.zeros((N, T), bool)
+    tkpm[0, 3:] = True
+    tgt_mask = nn.Transformer.generate_square_subsequent_mask(T)._data
+    memory_mask = (rng.standard_normal((T, S)) * 0.5).astype(np.float32)
+    compare(m, tm, [src, tgt], np.float32, tgt_mask=tgt_mask, memory_mask=memory_mask, src_key_padding_mask=skpm,
+            tgt_key_padding_mask=tkpm, memory_key_padding_mask=skpm)
+
+
+def test_transformer_init_is_xavier():
+    ct.manual_seed(0)
+    m = nn.Transformer(d_model=16, nhead=4, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32)
+    w = m.encoder.layers[0].linear1.weight._data  # (32, 16): xavier bound sqrt(6 / 48)
+    assert np.abs(w).max() <= np.sqrt(6 / 48) and np.abs(w).max() > 0.8 * np.sqrt(6 / 48)
+    assert isinstance(m.encoder.norm, nn.LayerNorm) and isinstance(m.decoder.norm, nn.LayerNorm)
+    assert m.encoder.layers[0].norm1.eps == 1e-5 and m.encoder.layers[0].dropout.p == 0.1
+
+
+def test_defaults_match_torch():
+    import inspect
+
+    for name in ("Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer", "MultiheadAttention"):
+        ours_sig = inspect.signature(getattr(nn, name).__init__).parameters
+        torch_sig = inspect.signature(getattr(torch.nn, name).__init__).parameters
+        assert list(ours_sig) == list(torch_sig), name
+        for p, tp in zip(ours_sig.values(), torch_sig.values()):
+            if p.name != "activation":  # torch's default is F.relu, ours the equivalent "relu"
+                assert p.default == tp.default, (name, p.name)
+    m, tm = nn.Transformer(d_model=16, nhead=2), torch.nn.Transformer(d_model=16, nhead=2)
+    assert list(m.state_dict()) == list(tm.state_dict())
+    assert (m.d_model, m.nhead, len(m.encoder.layers), len(m.decoder.layers)) == (16, 2, 6, 6)
+    assert m.encoder.layers[0].linear1.weight.shape == (2048, 16)
+
+
+def test_generate_square_subsequent_mask():
+    got = nn.Transformer.generate_square_subsequent_mask(4)
+    ref = torch.nn.Transformer.generate_square_subsequent_mask(4)
+    np.testing.assert_array_equal(got._data, ref.numpy())
+    assert got.dtype == np.float32
+    assert nn.Transformer.generate_square_subsequent_mask(3, dtype=ct.float64).dtype == np.float64
+
+
+def test_post_norm_uses_the_fused_residual_layernorm():
+    layer = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0)
+    out = layer(ct.randn(3, 2, D, requires_grad=True))
+    assert out.grad_fn.name() == "AddLayerNormBackward0"
+    names, stack = set(), [out.grad_fn]
+    while stack:
+        fn = stack.pop()
+        names.add(fn.name())
+        stack.extend(f for f, _ in fn.next_functions if f is not None and hasattr(f, "next_functions"))
+    assert {"FeedForwardBackward0", "MultiheadAttentionBackward0", "AddLayerNormBackward0"} <= names
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_gradcheck_layer_float64(norm_first):
+    rng = np.random.default_rng(7)
+    layer = nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0, norm_first=norm_first, batch_first=True,
+                                       activation="gelu").double()
+    tgt = ct.tensor(rng.standard_normal((1, 2, 4)), requires_grad=True)
+    mem = ct.tensor(rng.standard_normal((1, 3, 4)), requires_grad=True)
+    ps = [layer.linear1.weight, layer.norm2.weight, layer.multihead_attn.in_proj_weight]
+    assert ct.autograd.gradcheck(lambda t, m, *p: layer(t, m), (tgt, mem, *ps))
+
+
+def test_dropout_active_in_train_only():
+    layer = nn.TransformerEncoderLayer(D, H, FF, dropout=0.5)
+    x = ct.randn(4, 2, D)
+    ct.manual_seed(3)
+    a = layer(x)
+    ct.manual_seed(3)
+    b = layer(x)
+    c = layer(x)
+    np.testing.assert_array_equal(a._data, b._data)
+    assert not np.allclose(a._data, c._data)
+    layer.eval()
+    np.testing.assert_array_equal(layer(x)._data, layer(x)._data)
+
+
+@pytest.mark.parametrize("kind", ["bool", "-inf"])
+def test_fully_padded_source_row_no_nan(kind):
+    m = nn.Transformer(D, H, 1, 1, FF, dropout=0.0, batch_first=True)
+    src = ct.randn(2, 4, D, requires_grad=True)
+    tgt = ct.randn(2, 3, D, requires_grad=True)
+    kpm = np.zeros((2, 4), bool)
+    kpm[1] = True
+    mask = ct.tensor(kpm if kind == "bool" else np.where(kpm, -np.inf, 0).astype(np.float32))
+    out = m(src, tgt, src_key_padding_mask=mask, memory_key_padding_mask=mask)
+    assert np.isfinite(out._data).all()
+    out.sum().backward()
+    assert np.isfinite(src.grad._data).all() and np.isfinite(tgt.grad._data).all()
+    assert all(np.isfinite(p.grad._data).all() for p in m.parameters())
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match=r"MultiheadAttention: embed_dim \(10\) must be divisible by num_heads \(3\)"):
+        nn.TransformerEncoderLayer(10, 3)
+    with pytest.raises(RuntimeError, match="activation should be relu/gelu, not swish"):
+        nn.TransformerEncoderLayer(D, H, activation="swish")
+    m = nn.Transformer(D, H, 1, 1, FF)
+    with pytest.raises(ValueError, match=r"Transformer: the batch number of src and tgt must be equal: src.shape\[1\] = 2, "
+                                         r"tgt.shape\[1\] = 3 \(batch_first=False\)"):
+        m(ct.randn(5, 2, D), ct.randn(4, 3, D))
+    with pytest.raises(ValueError, match=r"Transformer: tgt.shape\[-1\] \(the features\) must be d_model = 8, got 6"):
+        m(ct.randn(5, 2, D), ct.randn(4, 2, 6))
+    with pytest.raises(ValueError, match=r"Transformer: tgt must be 3-D \(seq, batch, d_model\) \(batch_first=False\) or 2-D unbatched"):
+        m(ct.randn(5, D), ct.randn(1, 4, 2, D))
+    enc = nn.TransformerEncoderLayer(D, H, FF)
+    with pytest.raises(ValueError, match=r"MultiheadAttention: key_padding_mask must have shape \(batch, source length S\) = \(2, 5\), got \(5, 2\)"):
+        enc(ct.randn(5, 2, D), src_key_padding_mask=ct.zeros(5, 2, dtype=ct.bool))
+    with pytest.raises(ValueError, match=r"MultiheadAttention: the 2-D attn_mask must have shape \(target length L, source length S\) = \(5, 5\), got \(4, 4\)"):
+        enc(ct.randn(5, 2, D), src_mask=nn.Transformer.generate_square_subsequent_mask(4))
+    dec = nn.TransformerDecoderLayer(D, H, FF, batch_first=True)
+    with pytest.raises(ValueError, match=r"MultiheadAttention: key.shape\[0\] \(the batch axis, batch_first=True: \(batch, seq, feature\)\) must be 2"):
+        dec(ct.randn(2, 3, D), ct.randn(4, 3, D))
