@@ -17,6 +17,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+try:
+    import ctransformer  # noqa: F401
+except ImportError:  # an in-place build of this checkout
+    sys.path.insert(0, str(HERE.parent))
 
 
 def kernel_env() -> dict:
