@@ -32,6 +32,7 @@ import ctransformer as torch
 import ctransformer.nn as nn
 
 torch.manual_seed(0)
+torch.set_num_threads(1)   # small matrices: one thread beats two, and a busy machine cannot stall it
 plt.rcParams["figure.dpi"] = 90
 
 # %% [markdown]
