@@ -7,6 +7,7 @@
 #include "ct_template.h"
 #else
 #include "activation.h"
+#include "ct_math.h"
 
 #ifndef CT_ACTIVATION_CONSTANTS
 #define CT_ACTIVATION_CONSTANTS
@@ -16,18 +17,21 @@
 #define CT_GELU_CUBIC 0.044715                 /* cubic coefficient of the tanh approximation */
 #endif
 
+/* The value/slope functions are branch-free (ct_math.h's VEXP, VTANH,
+ * VERF, VSELECT), so the loops below vectorise. */
+
 /* relu(x) = max(x, 0); NaN stays NaN (the comparison is false).
  * relu'(x) = 1 for x > 0, else 0 (torch's choice at 0); NaN at NaN. */
-static inline real FN(relu_value)(real x) { return x < 0 ? (real)0 : x; }
-static inline real FN(relu_slope)(real x) { return x > 0 ? (real)1 : (x <= 0 ? (real)0 : x); }
+static inline real FN(relu_value)(real x) { return VSELECT(x < 0, (real)0, x); }
+static inline real FN(relu_slope)(real x) { return VSELECT(x != x, x, (real)(x > 0)); }
 
 /* gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the normal CDF.
  * gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
-static inline real FN(gelu_value)(real x) { return (real)0.5 * x * (1 + ERF(x * (real)CT_SQRT1_2)); }
+static inline real FN(gelu_value)(real x) { return (real)0.5 * x * (1 + VERF(x * (real)CT_SQRT1_2)); }
 static inline real FN(gelu_slope)(real x)
 {
-    real cdf = (real)0.5 * (1 + ERF(x * (real)CT_SQRT1_2));
-    real pdf = (real)CT_INV_SQRT_2PI * EXP((real)-0.5 * x * x);
+    real cdf = (real)0.5 * (1 + VERF(x * (real)CT_SQRT1_2));
+    real pdf = (real)CT_INV_SQRT_2PI * VEXP((real)-0.5 * x * x);
     return cdf + x * pdf;
 }
 
@@ -37,36 +41,38 @@ static inline real FN(gelu_slope)(real x)
 static inline real FN(gelu_tanh_value)(real x)
 {
     real u = (real)CT_SQRT_2_PI * (x + (real)CT_GELU_CUBIC * x * x * x);
-    return (real)0.5 * x * (1 + TANH(u));
+    return (real)0.5 * x * (1 + VTANH(u));
 }
 static inline real FN(gelu_tanh_slope)(real x)
 {
     real u = (real)CT_SQRT_2_PI * (x + (real)CT_GELU_CUBIC * x * x * x);
-    real t = TANH(u);
+    real t = VTANH(u);
     real du_dx = (real)CT_SQRT_2_PI * (1 + 3 * (real)CT_GELU_CUBIC * x * x);
     return (real)0.5 * (1 + t) + (real)0.5 * x * (1 - t * t) * du_dx;
 }
 
 /* tanh, derivative from the output y: 1 - y^2. */
-static inline real FN(tanh_value)(real x) { return TANH(x); }
+static inline real FN(tanh_value)(real x) { return VTANH(x); }
 static inline real FN(tanh_slope)(real y) { return 1 - y * y; }
 
-/* sigmoid(x) = 1 / (1 + exp(-x)) (exp overflows to inf for x << 0, giving 0
- * exactly); derivative from the output y: y (1 - y). */
-static inline real FN(sigmoid_value)(real x) { return 1 / (1 + EXP(-x)); }
+/* sigmoid(x) = 1 / (1 + exp(-x)), evaluated without overflow and with full
+ * relative accuracy in both tails (see ct_sigmoidf); derivative from the
+ * output y: y (1 - y). */
+static inline real FN(sigmoid_value)(real x) { return VSIGMOID(x); }
 static inline real FN(sigmoid_slope)(real y) { return y * (1 - y); }
 
 /* The two loops of one kind (n elements, contiguous):
  *   forward : out[i] = value(inp[i])
  *   backward: dinp[i] += dout[i] * slope(saved[i])   (saved = inp or out) */
 #define CT_ACT_LOOPS(kind)                                                                \
-    static CT_VECTOR_CLONES void FN(kind##_forward_loop)(real *out, const real *inp,        \
-                                                          ct_int n)                         \
+    static CT_VECTOR_CLONES void FN(kind##_forward_loop)(real *restrict out,                \
+                                                          const real *restrict inp, ct_int n) \
     {                                                                                       \
         for (ct_int i = 0; i < n; i++) out[i] = FN(kind##_value)(inp[i]);                   \
     }                                                                                       \
-    static CT_VECTOR_CLONES void FN(kind##_backward_loop)(real *dinp, const real *dout,     \
-                                                           const real *saved, ct_int n)     \
+    static CT_VECTOR_CLONES void FN(kind##_backward_loop)(real *restrict dinp,              \
+                                                           const real *restrict dout,       \
+                                                           const real *restrict saved, ct_int n) \
     {                                                                                       \
         for (ct_int i = 0; i < n; i++) dinp[i] += dout[i] * FN(kind##_slope)(saved[i]);     \
     }

@@ -27,18 +27,27 @@
 #define CT_TEMPLATE_FILE "crossentropy.c"
 #include "ct_template.h"
 #else
+#include "ct_math.h"
+
+#ifndef CT_CE_CHUNK
+#define CT_CE_CHUNK 256 /* exps computed per vector pass in row_logsumexp */
+#endif
 
 /* log sum_c exp(z_c) of one row z (C), shifted by the row max for
  * stability.  An all -inf row gives -inf (the shift is then 0); NaN in the
- * row propagates through the sum. */
-static acc_t FN(row_logsumexp)(const real *z, ct_int C)
+ * row propagates through the sum.  The exps go through a small stack
+ * buffer so that both the exp loop and the lane-split sum vectorise. */
+CT_INLINE acc_t FN(row_logsumexp)(const real *restrict z, ct_int C)
 {
-    real max = -INFINITY;
-    for (ct_int c = 0; c < C; c++)
-        if (z[c] > max) max = z[c];
+    real max = C > 0 ? VMAX(z, C) : -INFINITY; /* NaN if the row has one */
     if (max == -INFINITY) max = 0;
+    real e[CT_CE_CHUNK];
     acc_t sum = 0;
-    for (ct_int c = 0; c < C; c++) sum += EXP(z[c] - max);
+    for (ct_int c0 = 0; c0 < C; c0 += CT_CE_CHUNK) {
+        ct_int len = CT_MIN(CT_CE_CHUNK, C - c0);
+        for (ct_int c = 0; c < len; c++) e[c] = VEXP(z[c0 + c] - max);
+        sum += VSUM(e, len);
+    }
     return (acc_t)max + log(sum);
 }
 
@@ -62,6 +71,7 @@ static acc_t FN(row_smoothing)(const real *z, const real *weight, acc_t lse, ct_
  *           the mean or sum; ignored rows count 0.
  *   label_smoothing eps in [0, 1].
  */
+CT_VECTOR_CLONES
 void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const int64_t *targets,
                                const real *weight, ct_int N, ct_int C, int64_t ignore_index,
                                acc_t label_smoothing, int reduction)
@@ -89,18 +99,25 @@ void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const
 
 /* d[c] += p_coef * p_c - smooth_coef * w_c for c in [lo, hi), with
  * p_c = exp(z_c - lse): the softmax and uniform parts of a row's gradient. */
-static void FN(add_softmax_grad)(real *d, const real *z, const real *weight, acc_t lse,
-                                 acc_t p_coef, acc_t smooth_coef, ct_int lo, ct_int hi)
+CT_INLINE void FN(add_softmax_grad)(real *restrict d, const real *restrict z,
+                                   const real *restrict weight, acc_t lse, acc_t p_coef,
+                                   acc_t smooth_coef, ct_int lo, ct_int hi)
 {
-    for (ct_int c = lo; c < hi; c++) {
-        acc_t p = EXP((real)((acc_t)z[c] - lse));
-        acc_t w_c = weight ? (acc_t)weight[c] : 1;
-        d[c] += (real)(p_coef * p - smooth_coef * w_c);
+    if (weight == NULL) {
+        for (ct_int c = lo; c < hi; c++) {
+            acc_t p = VEXP((real)((acc_t)z[c] - lse));
+            d[c] += (real)(p_coef * p - smooth_coef);
+        }
+    } else {
+        for (ct_int c = lo; c < hi; c++) {
+            acc_t p = VEXP((real)((acc_t)z[c] - lse));
+            d[c] += (real)(p_coef * p - smooth_coef * (acc_t)weight[c]);
+        }
     }
 }
 
 /* Gradient of one non-ignored row (C), scaled by s = d(total)/d(row loss). */
-static void FN(row_backward)(real *d, const real *z, int64_t t, acc_t lse, const real *weight,
+CT_INLINE void FN(row_backward)(real *d, const real *z, int64_t t, acc_t lse, const real *weight,
                              acc_t weight_sum, acc_t s, acc_t eps, ct_int C)
 {
     acc_t w_t = weight ? (acc_t)weight[t] : 1;
@@ -109,7 +126,7 @@ static void FN(row_backward)(real *d, const real *z, int64_t t, acc_t lse, const
     acc_t p_coef = target_coef + smooth_coef * weight_sum;
     FN(add_softmax_grad)(d, z, weight, lse, p_coef, smooth_coef, 0, t);
     FN(add_softmax_grad)(d, z, weight, lse, p_coef, smooth_coef, t + 1, C);
-    acc_t p_t = EXP((real)((acc_t)z[t] - lse));
+    acc_t p_t = VEXP((real)((acc_t)z[t] - lse));
     d[t] += (real)(p_coef * p_t - smooth_coef * w_t - target_coef);
 }
 
@@ -118,6 +135,7 @@ static void FN(row_backward)(real *d, const real *z, int64_t t, acc_t lse, const
  *   logits  (N, C), targets (N), lse (N) double, weight (C) or NULL: as forward
  *   dlogits (N, C) += d loss / d logits; ignored rows get nothing.
  */
+CT_VECTOR_CLONES
 void FN(cross_entropy_backward)(real *dlogits, const real *dloss, const real *logits,
                                 const int64_t *targets, const acc_t *lse, const real *weight,
                                 ct_int N, ct_int C, int64_t ignore_index, acc_t label_smoothing,

@@ -23,4 +23,15 @@
 static inline void ct_blas_set_num_threads(int n) { CT_BLAS(openblas_set_num_threads)(n); }
 static inline int ct_blas_get_num_threads(void) { return CT_BLAS(openblas_get_num_threads)(); }
 
+/* Lower the BLAS thread count around small GEMMs; returns the previous
+ * count, to restore.  The setting is process-wide (the bundled OpenBLAS
+ * exports no per-thread variant), so a GEMM running concurrently in another
+ * Python thread may run with fewer threads meanwhile; results are the same. */
+static inline int ct_blas_set_threads_here(int n)
+{
+    int previous = ct_blas_get_num_threads();
+    ct_blas_set_num_threads(n);
+    return previous;
+}
+
 #endif /* CT_BLAS_H */

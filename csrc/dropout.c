@@ -11,9 +11,17 @@
 #define CT_TEMPLATE_FILE "dropout.c"
 #include "ct_template.h"
 #else
+#include "ct_math.h"
 
 /* 1 / (1 - p), or 0 when p = 1 (nothing is kept, and 1/0 would be inf). */
 static real FN(dropout_scale)(double p) { return p < 1 ? (real)(1.0 / (1.0 - p)) : (real)0; }
+
+/* out[i] = inp[i] * (mask[i] ? scale : 0)   (a product: NaN stays NaN) */
+CT_INLINE void FN(dropout_scale_loop)(real *restrict out, const real *restrict inp,
+                                      const uint8_t *restrict mask, ct_int n, real scale)
+{
+    for (ct_int i = 0; i < n; i++) out[i] = inp[i] * (mask[i] ? scale : (real)0);
+}
 
 /* dropout_forward
  *   inp (n), any shape flattened; 0 <= p <= 1
@@ -21,14 +29,13 @@ static real FN(dropout_scale)(double p) { return p < 1 ? (real)(1.0 / (1.0 - p))
  *   out (n) = inp * mask / (1 - p)
  */
 CT_VECTOR_CLONES
-void FN(dropout_forward)(real *out, uint8_t *mask, const real *inp, ct_int n, double p,
-                         uint64_t seed, uint64_t offset)
+void FN(dropout_forward)(real *restrict out, uint8_t *restrict mask, const real *restrict inp,
+                         ct_int n, double p, uint64_t seed, uint64_t offset)
 {
-    real scale = FN(dropout_scale)(p);
-    for (ct_int i = 0; i < n; i++) {
-        mask[i] = ct_random_uniform(seed, offset + (uint64_t)i) >= p;
-        out[i] = inp[i] * (mask[i] ? scale : (real)0);
-    }
+    /* Two passes: the mask (64-bit multiplies, which SSE2/AVX2 lack), then
+     * the scaling, which vectorises. */
+    for (ct_int i = 0; i < n; i++) mask[i] = ct_random_uniform(seed, offset + (uint64_t)i) >= p;
+    FN(dropout_scale_loop)(out, inp, mask, n, FN(dropout_scale)(p));
 }
 
 /* dropout_backward (accumulates)
@@ -36,7 +43,8 @@ void FN(dropout_forward)(real *out, uint8_t *mask, const real *inp, ct_int n, do
  *   dinp (n) += dout * mask / (1 - p)
  */
 CT_VECTOR_CLONES
-void FN(dropout_backward)(real *dinp, const real *dout, const uint8_t *mask, ct_int n, double p)
+void FN(dropout_backward)(real *restrict dinp, const real *restrict dout, const uint8_t *restrict mask,
+                          ct_int n, double p)
 {
     real scale = FN(dropout_scale)(p);
     for (ct_int i = 0; i < n; i++) dinp[i] += dout[i] * (mask[i] ? scale : (real)0);

@@ -29,8 +29,8 @@ void FN(embedding_backward)(real *dweight, const real *dout, const int64_t *ids,
 {
     for (ct_int m = 0; m < M; m++) {
         if (ids[m] == padding_idx) continue;
-        real *row = dweight + ids[m] * D;
-        const real *g = dout + m * D;
+        real *restrict row = dweight + ids[m] * D;
+        const real *restrict g = dout + m * D;
         for (ct_int d = 0; d < D; d++) row[d] += g[d];
     }
 }

@@ -11,6 +11,7 @@
 #define CT_TEMPLATE_FILE "optim.c"
 #include "ct_template.h"
 #else
+#include "ct_math.h"
 
 /* sgd_step (in place)
  *   param, grad, momentum_buffer (n); momentum_buffer may be NULL when
@@ -21,7 +22,9 @@
  *     g = nesterov ? g + momentum * buf : buf      (when momentum != 0)
  *     param -= lr * g
  */
-void FN(sgd_step)(real *param, const real *grad, real *momentum_buffer, ct_int n, acc_t lr,
+CT_VECTOR_CLONES
+void FN(sgd_step)(real *restrict param, const real *restrict grad, real *restrict momentum_buffer,
+                  ct_int n, acc_t lr,
                   acc_t momentum, acc_t dampening, int nesterov, acc_t weight_decay, int maximize,
                   int first_step)
 {
@@ -43,13 +46,38 @@ void FN(sgd_step)(real *param, const real *grad, real *momentum_buffer, ct_int n
  * and w = 1. */
 static inline real FN(lerp)(real start, real end, real w)
 {
-    return FABS(w) < (real)0.5 ? start + w * (end - start) : end - (end - start) * (1 - w);
+    return VSELECT(FABS(w) < (real)0.5, start + w * (end - start), end - (end - start) * (1 - w));
 }
 
 /* torch.maximum: NaN in either argument gives NaN. */
 static inline real FN(nan_max)(real a, real b)
 {
-    return (a > b || a != a) ? a : b;
+    return VSELECT((a > b) | (a != a), a, b);
+}
+
+/* The per-element Adam update of adam_step below, branch-free so that it
+ * vectorises: `decay` is 1 without decoupled decay (param * 1 is exact),
+ * the coupled decay is selected, not branched on, and `amsgrad` is a
+ * constant at each (inlined) call. */
+CT_INLINE void FN(adam_loop)(real *restrict param, const real *restrict grad, real *restrict exp_avg,
+                             real *restrict exp_avg_sq, real *restrict max_exp_avg_sq, ct_int n,
+                             int amsgrad, real grad_sign, real decay, int coupled_decay, real wd,
+                             real w1, real b2, real w2, real bias_correction2_sqrt, real eps,
+                             real neg_step_size)
+{
+    for (ct_int i = 0; i < n; i++) {
+        real p = param[i] * decay;
+        real g = grad[i] * grad_sign;
+        g = VSELECT(coupled_decay, g + wd * p, g);
+        real m = FN(lerp)(exp_avg[i], g, w1);
+        exp_avg[i] = m;
+        real v = exp_avg_sq[i] * b2;
+        v = v + w2 * g * g;
+        exp_avg_sq[i] = v;
+        if (amsgrad) v = max_exp_avg_sq[i] = FN(nan_max)(max_exp_avg_sq[i], v);
+        real denom = SQRT(v) / bias_correction2_sqrt + eps;
+        param[i] = p + neg_step_size * m / denom;
+    }
 }
 
 /* adam_step (in place); step >= 1 is the number of this step.
@@ -62,6 +90,7 @@ static inline real FN(nan_max)(real a, real b)
  *     denom = sqrt(v) / sqrt(1 - beta2^step) + eps
  *     param += -(lr / (1 - beta1^step)) * m / denom
  */
+CT_VECTOR_CLONES
 void FN(adam_step)(real *param, const real *grad, real *exp_avg, real *exp_avg_sq,
                    real *max_exp_avg_sq, ct_int n, int64_t step, acc_t lr, acc_t beta1,
                    acc_t beta2, acc_t eps, acc_t weight_decay, int decoupled_weight_decay,
@@ -76,18 +105,14 @@ void FN(adam_step)(real *param, const real *grad, real *exp_avg, real *exp_avg_s
     real w1 = (real)(1 - beta1), b2 = (real)beta2, w2 = (real)(1 - beta2), eps_r = (real)eps;
     int coupled_decay = weight_decay != 0 && !decoupled_weight_decay;
     int decoupled_decay = weight_decay != 0 && decoupled_weight_decay;
-    for (ct_int i = 0; i < n; i++) {
-        real g = maximize ? -grad[i] : grad[i];
-        if (decoupled_decay) param[i] = param[i] * decay;
-        if (coupled_decay) g = g + wd * param[i];
-        exp_avg[i] = FN(lerp)(exp_avg[i], g, w1);
-        real v = exp_avg_sq[i] * b2;
-        v = v + w2 * g * g;
-        exp_avg_sq[i] = v;
-        if (max_exp_avg_sq != NULL) v = max_exp_avg_sq[i] = FN(nan_max)(max_exp_avg_sq[i], v);
-        real denom = SQRT(v) / bias_correction2_sqrt + eps_r;
-        param[i] = param[i] + neg_step_size * exp_avg[i] / denom;
-    }
+    real grad_sign = maximize ? -1 : 1;
+    if (!decoupled_decay) decay = 1;
+    if (max_exp_avg_sq != NULL)
+        FN(adam_loop)(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, n, 1, grad_sign, decay,
+                      coupled_decay, wd, w1, b2, w2, bias_correction2_sqrt, eps_r, neg_step_size);
+    else
+        FN(adam_loop)(param, grad, exp_avg, exp_avg_sq, NULL, n, 0, grad_sign, decay, coupled_decay,
+                      wd, w1, b2, w2, bias_correction2_sqrt, eps_r, neg_step_size);
 }
 
 /* norm_partial
@@ -95,19 +120,18 @@ void FN(adam_step)(real *param, const real *grad, real *exp_avg, real *exp_avg_s
  *   x_i is NaN); ct_norm_combine / ct_norm_finish (optim.h) make the norm
  *   of a list of arrays from these.
  */
+CT_VECTOR_CLONES
 acc_t FN(norm_partial)(const real *x, ct_int n, acc_t norm_type)
 {
     acc_t total = 0;
+    if (n == 0) return 0;
     if (isinf(norm_type)) {
-        for (ct_int i = 0; i < n; i++) {
-            acc_t a = FABS(x[i]);
-            if (a > total) total = a;
-            else if (a != a) return a;
-        }
+        real m = VMAX(x, n), neg = -VMIN(x, n); /* NaN if any x_i is NaN */
+        total = (acc_t)(neg > m ? neg : m);
     } else if (norm_type == 2) {
-        for (ct_int i = 0; i < n; i++) total += (acc_t)x[i] * (acc_t)x[i];
+        total = VDOT(x, x, n);
     } else if (norm_type == 1) {
-        for (ct_int i = 0; i < n; i++) total += FABS(x[i]);
+        total = VSUM_ABS(x, n);
     } else {
         for (ct_int i = 0; i < n; i++) total += pow(FABS(x[i]), norm_type);
     }
@@ -115,6 +139,7 @@ acc_t FN(norm_partial)(const real *x, ct_int n, acc_t norm_type)
 }
 
 /* scale_inplace: x (n) *= coef (rounded to the dtype, as torch's mul_). */
+CT_VECTOR_CLONES
 void FN(scale_inplace)(real *x, ct_int n, acc_t coef)
 {
     real c = (real)coef;

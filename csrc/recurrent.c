@@ -209,6 +209,32 @@ static CT_VECTOR_CLONES void FN(row_backward)(int mode, ct_int H, const real *re
 #endif
 
 /* ---------------------------------------------------------------------------
+ * Thread policy.  OpenBLAS splits any GEMM above a small size over all its
+ * threads; for the per-step GEMMs of a small layer (the seq2seq tutorial:
+ * B = 8, H = 128, ~1 MFLOP) waking the other thread costs more than the
+ * work, and on a busy machine a descheduled helper thread stalls every step
+ * (measured: 15x slower).  GEMMs under CT_RNN_SMALL_GEMM flops therefore
+ * run on the calling thread: the BLAS thread count is lowered to 1 around
+ * them and restored (see ct_blas_set_threads_here). */
+#ifndef CT_RNN_THREADS
+#define CT_RNN_THREADS
+#define CT_RNN_SMALL_GEMM 16.0e6
+
+/* Returns the thread count to restore with ct_rnn_threads_leave (0: none). */
+static int ct_rnn_threads_enter(double flops)
+{
+    if (flops >= CT_RNN_SMALL_GEMM) return 0;
+    if (ct_blas_get_num_threads() <= 1) return 0;
+    return ct_blas_set_threads_here(1);
+}
+
+static void ct_rnn_threads_leave(int saved)
+{
+    if (saved > 1) ct_blas_set_threads_here(saved);
+}
+#endif
+
+/* ---------------------------------------------------------------------------
  * The saved buffer (see ct_rnn_saved_size): step-indexed states, time-indexed
  * gates.  For rnn the "gates" are the output itself (out, (T, B, H)). */
 typedef struct {
@@ -298,11 +324,15 @@ int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x,
     real *hproj = malloc((size_t)CT_MAX(B * GH, 1) * sizeof(real));
     if (hproj == NULL) return -1;
     ct_int ld = v.gates ? ct_rnn_saved_gate_count(shape->mode) * H : H;
+    int threads = ct_rnn_threads_enter(2.0 * T * B * shape->In * GH);
     FN(project)(v.gates ? v.gates : out, ld, x, w_ih, b_ih, T * B, shape->In, GH);
+    ct_rnn_threads_leave(threads);
+    threads = ct_rnn_threads_enter(2.0 * B * H * GH);
     for (ct_int step = 0; step < T; step++) {
         FN(linear_forward)(hproj, v.hs + step * BH, w_hh, b_hh, B, H, GH);
         FN(step_forward)(shape, step, hproj, v, out);
     }
+    ct_rnn_threads_leave(threads);
     if (h_n) memcpy(h_n, v.hs + T * BH, (size_t)BH * sizeof(real));
     if (c_n && v.cs) memcpy(c_n, v.cs + T * BH, (size_t)BH * sizeof(real));
     free(hproj);
@@ -370,16 +400,20 @@ int FN(rnn_backward)(real *dx, real *dh0, real *dc0, real *dw_ih, real *dw_hh, r
     if (dgh == NULL || dgi == NULL || dh == NULL || dc == NULL) goto done;
     if (dh_n) memcpy(dh, dh_n, (size_t)BH * sizeof(real));
     if (dc_n && v.cs) memcpy(dc, dc_n, (size_t)BH * sizeof(real));
+    int threads = ct_rnn_threads_enter(2.0 * B * H * GH);
     for (ct_int step = T - 1; step >= 0; step--) {
         FN(step_backward)(shape, step, dout, v, dh, dc, dgi, dgh);
         FN(linear_backward)(dh, NULL, NULL, dgh + step * B * GH, NULL, w_hh, B, H, GH, 1);
     }
+    ct_rnn_threads_leave(threads);
     if (dh0)
         for (ct_int k = 0; k < BH; k++) dh0[k] += dh[k];
     if (dc0 && v.cs)
         for (ct_int k = 0; k < BH; k++) dc0[k] += dc[k];
+    threads = ct_rnn_threads_enter(2.0 * T * B * (shape->In + H) * GH);
     FN(linear_backward)(dx, dw_ih, db_ih, dgi, x, w_ih, T * B, shape->In, GH, 1);
     FN(linear_backward)(NULL, dw_hh, db_hh, dgh, v.hs, w_hh, T * B, H, GH, 1);
+    ct_rnn_threads_leave(threads);
     status = 0;
 done:
     if (dgi != dgh) free(dgi);

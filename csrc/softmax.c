@@ -12,29 +12,20 @@
 #define CT_TEMPLATE_FILE "softmax.c"
 #include "ct_template.h"
 #else
+#include "ct_math.h"
 
-/* Maximum of x (D > 0); NaN if any element is NaN (a NaN, once taken,
- * is never replaced since every comparison with it is false). */
-static real FN(row_max)(const real *x, ct_int D)
+/* Row helpers are CT_INLINE without clones: they are inlined into the
+ * CT_VECTOR_CLONES kernels below and vectorised in each clone.  VMAX, VSUM,
+ * VDOT and VEXP come from ct_math.h (lane-split reductions, branch-free exp). */
+
+/* out_i = exp(x_i - m); returns sum_i out_i (in acc_t). */
+CT_INLINE acc_t FN(row_exp_shifted)(real *restrict out, const real *restrict x, real m, ct_int D)
 {
-    real m = x[0];
-    for (ct_int i = 1; i < D; i++)
-        if (x[i] > m || x[i] != x[i]) m = x[i];
-    return m;
+    for (ct_int i = 0; i < D; i++) out[i] = VEXP(x[i] - m);
+    return VSUM(out, D);
 }
 
-/* out_i = exp(x_i - m); returns sum_i out_i. */
-static CT_VECTOR_CLONES acc_t FN(row_exp_shifted)(real *out, const real *x, real m, ct_int D)
-{
-    acc_t sum = 0;
-    for (ct_int i = 0; i < D; i++) {
-        out[i] = EXP(x[i] - m);
-        sum += out[i];
-    }
-    return sum;
-}
-
-static void FN(row_fill)(real *out, real value, ct_int D)
+static inline void FN(row_fill)(real *out, real value, ct_int D)
 {
     for (ct_int i = 0; i < D; i++) out[i] = value;
 }
@@ -43,13 +34,14 @@ static void FN(row_fill)(real *out, real value, ct_int D)
  *   inp (N, D)  rows are any flattened leading dims
  *   out (N, D)  = softmax of each row
  */
+CT_VECTOR_CLONES
 void FN(softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
 {
     if (D == 0) return;
     for (ct_int n = 0; n < N; n++) {
         const real *x = inp + n * D;
-        real *y = out + n * D;
-        real m = FN(row_max)(x, D);
+        real *restrict y = out + n * D;
+        real m = VMAX(x, D);
         if (m != m) { FN(row_fill)(y, m, D); continue; }               /* NaN row */
         if (m == -INFINITY) { FN(row_fill)(y, 0, D); continue; }       /* all -inf */
         real inv_sum = (real)(1.0 / FN(row_exp_shifted)(y, x, m, D));
@@ -66,11 +58,10 @@ CT_VECTOR_CLONES
 void FN(softmax_backward)(real *dinp, const real *dout, const real *out, ct_int N, ct_int D)
 {
     for (ct_int n = 0; n < N; n++) {
-        const real *g = dout + n * D, *y = out + n * D;
-        real *dx = dinp + n * D;
-        acc_t dot = 0;
-        for (ct_int i = 0; i < D; i++) dot += (acc_t)g[i] * y[i];
-        for (ct_int i = 0; i < D; i++) dx[i] += y[i] * (g[i] - (real)dot);
+        const real *restrict g = dout + n * D, *restrict y = out + n * D;
+        real *restrict dx = dinp + n * D;
+        real dot = (real)VDOT(g, y, D);
+        for (ct_int i = 0; i < D; i++) dx[i] += y[i] * (g[i] - dot);
     }
 }
 
@@ -78,13 +69,14 @@ void FN(softmax_backward)(real *dinp, const real *dout, const real *out, ct_int 
  *   inp (N, D), out (N, D) = x - m - log sum exp(x - m) for each row
  *   (out is used as scratch for exp(x - m) before it is overwritten)
  */
+CT_VECTOR_CLONES
 void FN(log_softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
 {
     if (D == 0) return;
     for (ct_int n = 0; n < N; n++) {
-        const real *x = inp + n * D;
-        real *y = out + n * D;
-        real m = FN(row_max)(x, D);
+        const real *restrict x = inp + n * D;
+        real *restrict y = out + n * D;
+        real m = VMAX(x, D);
         if (m != m || m == -INFINITY) { FN(row_fill)(y, m, D); continue; } /* NaN / all -inf */
         acc_t log_sum = log(FN(row_exp_shifted)(y, x, m, D));
         for (ct_int i = 0; i < D; i++) y[i] = (real)((acc_t)x[i] - m - log_sum);
@@ -100,14 +92,13 @@ CT_VECTOR_CLONES
 void FN(log_softmax_backward)(real *dinp, const real *dout, const real *out, ct_int N, ct_int D)
 {
     for (ct_int n = 0; n < N; n++) {
-        const real *g = dout + n * D, *y = out + n * D;
-        real *dx = dinp + n * D;
+        const real *restrict g = dout + n * D, *restrict y = out + n * D;
+        real *restrict dx = dinp + n * D;
         ct_int first = 0; /* first y that is not -inf */
         while (first < D && y[first] == -INFINITY) first++;
         if (first == D) continue; /* the input row was all -inf */
-        acc_t sum = 0;
-        for (ct_int i = 0; i < D; i++) sum += g[i];
-        for (ct_int i = 0; i < D; i++) dx[i] += g[i] - EXP(y[i]) * (real)sum;
+        real sum = (real)VSUM(g, D);
+        for (ct_int i = 0; i < D; i++) dx[i] += g[i] - VEXP(y[i]) * sum;
     }
 }
 

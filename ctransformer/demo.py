@@ -73,7 +73,8 @@ def translate(model, src_tok, tgt_tok, sentences: Sequence[str], beam_size: int 
         if beam_size == 1:
             out = greedy_decode(model, src, max_len=max_len, sos_id=SOS, eos_id=EOS)
         else:
-            out = beam_search(model, src, beam_size=beam_size, max_len=max_len, sos_id=SOS, eos_id=EOS)
+            out, _scores = beam_search(model, src, beam_size=beam_size, max_len=max_len, sos_id=SOS, eos_id=EOS,
+                                       length_penalty=1.0)
     rows = out.tolist() if hasattr(out, "tolist") else out
     results = []
     for s, row in zip(sentences, rows):
@@ -97,9 +98,7 @@ def save_heatmap(model, src_tok, tgt_tok, zh: str, path: str) -> Optional[str]:
     src = ct.tensor([src_tok.encode(zh)])
     tgt_in = ct.tensor([[SOS] + tgt_tok.encode(en)])
     with ct.no_grad():
-        weights = model.cross_attention_weights(src, tgt_in)  # (layers, B, H, T, S)
-    attn = weights[-1][0].mean(0)  # average heads: (T, S)
-    attn = attn.numpy() if hasattr(attn, "numpy") else np.asarray(attn)
+        attn = model.cross_attention_weights(src, tgt_in)[-1][0]  # last layer, (T, S)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -108,10 +107,13 @@ def save_heatmap(model, src_tok, tgt_tok, zh: str, path: str) -> Optional[str]:
         from ctransformer._png import write_heatmap_png
         write_heatmap_png(path, attn)
         return en
+    from ctransformer.plotting import token_labels, use_cjk_font
+
+    use_cjk_font()
     fig, ax = plt.subplots(figsize=(1 + 0.45 * attn.shape[1], 1 + 0.4 * attn.shape[0]))
     ax.imshow(attn, cmap="viridis", aspect="auto")
     ax.set_xticks(range(attn.shape[1]))
-    ax.set_xticklabels(list(zh), fontfamily=["Noto Sans CJK SC", "WenQuanYi Zen Hei", "DejaVu Sans"])
+    ax.set_xticklabels(token_labels(list(zh)))
     ax.set_yticks(range(attn.shape[0]))
     ax.set_yticklabels(["<sos>"] + en.split())
     ax.set_title("decoder cross-attention (last layer, mean over heads)")
@@ -188,7 +190,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"valid exact match {100 * valid['exact_match']:.1f}%  ({time.time() - started:.0f} s)")
         ct.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                  "scheduler": scheduler.state_dict(), "rng": ct.get_rng_state(), "epoch": epoch + 1,
-                 "src_vocab": src_tok.tokens, "tgt_vocab": tgt_tok.tokens}, ckpt_path)
+                 "src_vocab": src_tok.itos, "tgt_vocab": tgt_tok.itos}, ckpt_path)
 
     test = evaluate(model, src_tok, tgt_tok, corpus["test"])
     print(f"\nheld-out test: exact match {100 * test['exact_match']:.1f}%, BLEU {test['bleu']:.1f} "

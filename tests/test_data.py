@@ -15,7 +15,7 @@ from ctransformer.data import (ANTONYM_CHARS, ANTONYM_PAIRS, ANTONYM_VOCAB, SENT
                                load_text_corpus, make_antonym_batch, make_antonym_test_batch,
                                make_translation_corpus, pad_batch, padding_mask, read_translation_jsonl,
                                sample_pair, subsequent_mask, target_mask, zh_tokens)
-from ctransformer.data.translation import en_number, zh_number
+from ctransformer.data.translation import KIND_WEIGHTS, en_number, zh_number
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 JSONL = os.path.join(FIXTURES, "translation2019zh_sample.jsonl")
@@ -133,6 +133,19 @@ def test_grammar_phenomena_examples():
             found["past"] += 1
     assert all(found.values()), found
     assert by_zh.get("三百二十五", "three hundred twenty - five") == "three hundred twenty - five"
+
+
+def test_corpus_kind_weights():
+    numbers = make_translation_corpus(n_train=200, n_valid=20, n_test=20, seed=0, weights={"number": 1})
+    for zh, en in numbers["train"] + numbers["test"]:
+        assert re.fullmatch(r"[一二三四五六七八九十百零]+", zh) and en.split()[-1] != "."
+    default = make_translation_corpus(n_train=200, n_valid=20, n_test=20, seed=0,
+                                      weights=dict(KIND_WEIGHTS))
+    assert default == make_translation_corpus(n_train=200, n_valid=20, n_test=20, seed=0)
+    with pytest.raises(ValueError, match="weights keys must be in"):
+        make_translation_corpus(weights={"poetry": 1})
+    with pytest.raises(ValueError, match="weights must be non-negative with a positive sum"):
+        make_translation_corpus(weights={"number": 0})
 
 
 def test_corpus_bad_arguments():

@@ -90,6 +90,28 @@ class TranslationTransformer(Module):
         memory, src_pad = self.encode(src)
         return self.decode(tgt, memory, src_pad)
 
+    def cross_attention_weights(self, src_ids, tgt_in_ids) -> list:
+        """Cross-attention weights of every decoder layer, averaged over heads:
+        a list of (B, T, S) arrays, one per layer (for plots; no graph)."""
+        weights = []
+        with no_grad():
+            memory, src_pad = self.encode(src_ids)
+            tgt = _ids(tgt_in_ids, "TranslationTransformer.cross_attention_weights", "tgt_in_ids")
+            x = self._embed(self.tgt_embed, tgt)
+            causal = causal_mask(tgt.shape[1])
+            for layer in self.decoder.layers:
+                query = x
+                if layer.norm_first:
+                    query = x + layer._sa_block(layer.norm1(x), causal, None)
+                    query = layer.norm2(query)
+                else:
+                    query = layer.norm1(x + layer._sa_block(x, causal, None))
+                _, w = layer.multihead_attn(query, memory, memory, key_padding_mask=src_pad, need_weights=True,
+                                            average_attn_weights=True)
+                weights.append(w.numpy())
+                x = layer(x, memory, tgt_mask=causal, memory_key_padding_mask=src_pad)
+        return weights
+
     # ---------------------------------------------------------- incremental decoding
     def init_cache(self, memory: Tensor, src_pad: Tensor, max_len: int) -> DecoderCache:
         """A cache for up to ``max_len`` target tokens; the memory's keys and

@@ -1,0 +1,161 @@
+"""Benchmark: recurrent models, ours against torch in the same run, at 1 and
+2 threads.
+
+    python bench/bench_rnn.py [--reps N]
+
+Cases (float32, wall-clock median of REPS steps after a warm-up):
+  (a) seq2seq epoch - the seed tutorial's LSTM Encoder/Decoder (embedding 32,
+      hidden 128, vocab 29, batch 8, source length 8, target length 9,
+      teacher forcing 0.5 with the same random draws in both libraries),
+      one epoch = forward, CrossEntropyLoss(ignore_index), backward, Adam.
+      The model code is the seed's, from tests/test_seed_seq2seq.py.
+  (b) LM training step - Embedding(1000, 256) -> 2-layer LSTM (or GRU),
+      hidden 512 -> Linear(512, 1000), batch 64, length 50: forward,
+      cross-entropy, backward, Adam.
+  (c) LM forward throughput - the LSTM model of (b) in eval / no_grad, in
+      tokens per second (higher is better).
+Targets: (a) ours <= 0.5 x torch, (b) <= 0.8 x torch, (c) >= torch.
+The machine is shared: the load average is printed with the results.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import ctransformer  # noqa: E402
+import torch  # noqa: E402
+
+import test_seed_seq2seq as seed  # noqa: E402
+
+VOCAB, EMB, HID, BATCH, LENGTH = 1000, 256, 512, 64, 50
+
+
+def median_time(fn, reps: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------- (a) seq2seq
+def seq2seq_step(use_torch: bool):
+    ns = seed.load(use_torch)
+    ns["torch"].manual_seed(0)
+    model, crit, opt, *data = ns["build"]()
+    counter = [0]
+
+    def step():
+        random.seed(counter[0])  # the same teacher-forcing draws in both libraries
+        counter[0] += 1
+        ns["train_epoch"](model, crit, opt, *data)
+
+    return step
+
+
+# ---------------------------------------------------------------- (b), (c) language model
+def lm_model(lib, nn, kind: str):
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, EMB)
+            self.rnn = getattr(nn, kind)(EMB, HID, num_layers=2, batch_first=True)
+            self.out = nn.Linear(HID, VOCAB)
+
+        def forward(self, ids):
+            h, _ = self.rnn(self.emb(ids))
+            return self.out(h)
+
+    return LM()
+
+
+def lm_setup(use_torch: bool, kind: str):
+    lib = torch if use_torch else ctransformer
+    import importlib
+    nn = importlib.import_module("torch.nn" if use_torch else "ctransformer.nn")
+    optim = importlib.import_module("torch.optim" if use_torch else "ctransformer.optim")
+    lib.manual_seed(0)
+    model = lm_model(lib, nn, kind)
+    rng = np.random.default_rng(0)
+    ids = lib.tensor(rng.integers(0, VOCAB, (BATCH, LENGTH)))
+    targets = lib.tensor(rng.integers(0, VOCAB, (BATCH * LENGTH,)))
+    return lib, nn, optim, model, ids, targets
+
+
+def lm_train_step(use_torch: bool, kind: str):
+    lib, nn, optim, model, ids, targets = lm_setup(use_torch, kind)
+    crit = nn.CrossEntropyLoss()
+    opt = optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        logits = model(ids)
+        loss = crit(logits.reshape(-1, VOCAB), targets)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def lm_forward(use_torch: bool):
+    lib, nn, optim, model, ids, targets = lm_setup(use_torch, "LSTM")
+    model.eval()
+
+    def step():
+        with lib.no_grad():
+            model(ids)
+
+    return step
+
+
+def set_threads(n: int) -> None:
+    ctransformer.set_num_threads(n)
+    torch.set_num_threads(n)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    rows = []
+    for threads in (1, 2):
+        set_threads(threads)
+        cases = [("(a) seq2seq epoch [ms]", lambda t: seq2seq_step(t), 6 * args.reps, 1e3, "<= 0.5"),
+                 ("(b) LSTM LM train step [ms]", lambda t: lm_train_step(t, "LSTM"), args.reps, 1e3, "<= 0.8"),
+                 ("(b) GRU LM train step [ms]", lambda t: lm_train_step(t, "GRU"), args.reps, 1e3, "<= 0.8"),
+                 ("(c) LSTM LM forward [ktok/s]", lambda t: lm_forward(t), args.reps, None, ">= 1")]
+        for name, make, reps, scale, target in cases:
+            t_ours = median_time(make(False), reps)
+            t_torch = median_time(make(True), reps)
+            if scale is None:  # throughput
+                tok = BATCH * LENGTH / 1e3
+                ours, ref = tok / t_ours, tok / t_torch
+                ratio = ours / ref
+            else:
+                ours, ref = t_ours * scale, t_torch * scale
+                ratio = ours / ref
+            rows.append((threads, name, ours, ref, ratio, target))
+            print(f"{threads}  {name:30s} ours {ours:9.2f}  torch {ref:9.2f}  ratio {ratio:5.2f}  "
+                  f"(target {target})", flush=True)
+    print()
+    print(f"load average: {os.getloadavg()}")
+    print("| threads | case | ours | torch | ours/torch | target |")
+    print("|---|---|---|---|---|---|")
+    for threads, name, ours, ref, ratio, target in rows:
+        print(f"| {threads} | {name} | {ours:.2f} | {ref:.2f} | {ratio:.2f} | {target} |")
+
+
+if __name__ == "__main__":
+    main()

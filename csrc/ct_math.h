@@ -1,0 +1,340 @@
+/* ct_math.h - branch-free exp, tanh, sigmoid and erf that GCC vectorises,
+ * and lane-split row reductions (sum, dot, max) that GCC vectorises.
+ *
+ * Why: without -ffast-math GCC cannot vectorise a loop that calls libm's
+ * expf/tanhf/erff (they are opaque calls, and errno/rounding rules forbid
+ * replacing them), nor a floating-point reduction `s += x[i]` (vectorising
+ * changes the order of the additions).  The functions here are static inline
+ * straight-line code (selects, no branches, no calls), so a loop calling them
+ * vectorises; the reductions keep CT_LANES partial sums, a fixed order that
+ * GCC maps onto vector registers.  Results are deterministic: the same on
+ * every machine and for both CT_VECTOR_CLONES clones (no FMA contraction:
+ * the build uses -std=c11, i.e. -ffp-contract=off).
+ *
+ * How to adopt (any csrc/ file; nothing else to change):
+ *
+ *     #include "ct_math.h"
+ *     static CT_VECTOR_CLONES void FN(loop)(real *restrict y, const real *restrict x, ct_int n)
+ *     {
+ *         for (ct_int i = 0; i < n; i++) y[i] = VEXP(x[i]);
+ *     }
+ *
+ * VEXP, VTANH, VSIGMOID, VERF are type-generic (_Generic on the argument:
+ * float -> the float32 version, double -> the float64 one), so one template
+ * source serves both dtypes; pass a `real` (cast when the expression could
+ * be promoted to double).  VSUM(x, n), VDOT(x, y, n) and VMAX(x, n) reduce a
+ * float or double array into a double; VSUM_ABS(x, n) sums |x|; VMAX(x, n)
+ * and VMIN(x, n) (n > 0) give the element type, NaN if any element is NaN.
+ * Helpers called from a CT_VECTOR_CLONES kernel: declare them CT_INLINE so
+ * they are compiled inside each clone.  In the loop body write a select with
+ * computed arms as VSELECT(cond, a, b), not `?:` (GCC may turn `?:` into a
+ * branch, see ct_select_f32).  Check with `gcc -O3 -fopt-info-vec-optimized`
+ * that the loop says "loop vectorized" (32-byte vectors in the AVX2 clone).
+ *
+ * Accuracy, max error in ulp of the result's dtype against a float64
+ * (mpmath for float64) reference over dense sweeps incl. subnormals
+ * (measured; tests/test_ct_math.py asserts the bounds through the kernels):
+ *     ct_expf 0.94 (subnormal results rounded once)   ct_exp     1.0
+ *     ct_tanhf 1.3                                     ct_tanh    1.0
+ *     ct_sigmoidf 2.3 (also in the far tails)          ct_sigmoid 2.0
+ *     ct_erff 1.1               float64 erf stays libm's (accuracy first)
+ * A correctly rounded result scores <= 0.5 on this scale.
+ * Edge cases: exp(-inf) = 0, exp(+inf) = +inf, overflow -> +inf, underflow
+ * -> 0, tanh(+-inf) = +-1, tanh(-0) = -0, sigmoid(-inf) = 0,
+ * sigmoid(+inf) = 1, erf(+-inf) = +-1, NaN -> NaN everywhere. */
+#ifndef CT_MATH_H
+#define CT_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- bit casts (memcpy: defined behaviour, compiles to nothing) ---- */
+static inline uint32_t ct_bits_f32(float x) { uint32_t u; memcpy(&u, &x, sizeof u); return u; }
+static inline float ct_from_bits_f32(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
+static inline uint64_t ct_bits_f64(double x) { uint64_t u; memcpy(&u, &x, sizeof u); return u; }
+static inline double ct_from_bits_f64(uint64_t u) { double x; memcpy(&x, &u, sizeof x); return x; }
+
+/* cond ? a : b as a bit blend.  A plain `?:` whose arm is computed (a
+ * product, a division) may trap under GCC's default -ftrapping-math, so
+ * GCC sinks the computation into a branch and the loop no longer
+ * vectorises; the blend keeps both arms unconditional. */
+static inline float ct_select_f32(int cond, float a, float b)
+{
+    uint32_t mask = -(uint32_t)(cond != 0);
+    return ct_from_bits_f32((ct_bits_f32(a) & mask) | (ct_bits_f32(b) & ~mask));
+}
+static inline double ct_select_f64(int cond, double a, double b)
+{
+    uint64_t mask = -(uint64_t)(cond != 0);
+    return ct_from_bits_f64((ct_bits_f64(a) & mask) | (ct_bits_f64(b) & ~mask));
+}
+
+/* ======================= exp ======================================== *
+ * exp(x) = 2^k exp(r),  k = rint(x / ln2),  r = x - k ln2 in [-ln2/2, ln2/2]
+ * (Cody-Waite: ln2 = hi + lo with hi's low bits zero, so k * hi is exact).
+ * rint is the add-and-subtract trick with 1.5 * 2^(mantissa bits), which
+ * also leaves k in the low bits of the sum.  2^k is built from exponent
+ * bits as 2^k1 * 2^k2 with k1 = rint(k / 2), so both factors are normal
+ * numbers even when the result is subnormal or k = 128 / 1024 (the last
+ * multiply then rounds once, or overflows to inf, as it should).  x is
+ * clamped first so k stays in range; out-of-range x is fixed by a final
+ * select.  NaN passes the clamps (comparisons with NaN are false) and
+ * propagates through the arithmetic. */
+
+#define CT_EXPF_BIG 89.0f      /* > ln(FLT_MAX) = 88.72: result +inf */
+#define CT_EXPF_SMALL -104.0f  /* < ln(2^-150) = -103.97: result 0 */
+#define CT_ROUND_F32 0x1.8p23f /* 1.5 * 2^23 */
+
+static inline float ct_expf(float x)
+{
+    float xc = ct_select_f32(x > CT_EXPF_BIG, CT_EXPF_BIG, x);
+    xc = ct_select_f32(xc < CT_EXPF_SMALL, CT_EXPF_SMALL, xc);
+    float kf = (xc * 1.44269504088896341f + CT_ROUND_F32) - CT_ROUND_F32;
+    float k1f = (kf * 0.5f + CT_ROUND_F32) - CT_ROUND_F32;
+    float k2f = kf - k1f;
+    /* r = x - k ln2 with ln2 = 0.693359375 - 2.12194440e-4 (Cephes) */
+    float r = xc - kf * 0.693359375f;
+    r = r - kf * -2.12194440e-4f;
+    /* exp(r) = 1 + r + r^2 P(r), Cephes expf's minimax P */
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float er = p * (r * r) + r + 1.0f;
+    /* 2^k1, 2^k2 from the exponent field (bias 127) */
+    int32_t k1 = (int32_t)k1f, k2 = (int32_t)k2f;
+    float s1 = ct_from_bits_f32((uint32_t)(k1 + 127) << 23);
+    float s2 = ct_from_bits_f32((uint32_t)(k2 + 127) << 23);
+    float y = er * s1 * s2;
+    y = ct_select_f32(x > CT_EXPF_BIG, INFINITY, y);
+    y = ct_select_f32(x < CT_EXPF_SMALL, 0.0f, y);
+    return y;
+}
+
+#define CT_EXP_BIG 710.0       /* > ln(DBL_MAX) = 709.78: result +inf */
+#define CT_EXP_SMALL -746.0    /* < ln(2^-1075) = -745.13: result 0 */
+#define CT_ROUND_F64 0x1.8p52  /* 1.5 * 2^52 */
+
+/* Integer k (|k| < 2^51) held in a double, to int64 without cvttpd2qq
+ * (AVX-512 only): the low mantissa bits of k + 1.5 * 2^52 are k. */
+static inline int64_t ct_f64_to_i64(double k)
+{
+    return (int64_t)(ct_bits_f64(k + CT_ROUND_F64) - ct_bits_f64(CT_ROUND_F64));
+}
+
+static inline double ct_exp(double x)
+{
+    double xc = ct_select_f64(x > CT_EXP_BIG, CT_EXP_BIG, x);
+    xc = ct_select_f64(xc < CT_EXP_SMALL, CT_EXP_SMALL, xc);
+    double kf = (xc * 1.44269504088896338700e+00 + CT_ROUND_F64) - CT_ROUND_F64;
+    double k1f = (kf * 0.5 + CT_ROUND_F64) - CT_ROUND_F64;
+    double k2f = kf - k1f;
+    /* fdlibm e_exp.c: r = hi - lo, hi = x - k ln2_hi (exact), lo = k ln2_lo,
+     * exp(r) = 1 - ((lo - r c / (2 - c)) - hi), c = r - r^2 P(r^2) (Remez,
+     * |error| < 2^-59).  Copyright (C) 1993 Sun Microsystems; permission to
+     * use, copy, modify and distribute is granted provided this notice is
+     * preserved. */
+    double hi = xc - kf * 6.93147180369123816490e-01;
+    double lo = kf * 1.90821492927058770002e-10;
+    double r = hi - lo;
+    double t = r * r;
+    double c = r - t * (1.66666666666666019037e-01 +
+                        t * (-2.77777777770155933842e-03 +
+                             t * (6.61375632143793436117e-05 +
+                                  t * (-1.65339022054652515390e-06 + t * 4.13813679705723846039e-08))));
+    double er = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+    double s1 = ct_from_bits_f64((uint64_t)(ct_f64_to_i64(k1f) + 1023) << 52);
+    double s2 = ct_from_bits_f64((uint64_t)(ct_f64_to_i64(k2f) + 1023) << 52);
+    double y = er * s1 * s2;
+    y = ct_select_f64(x > CT_EXP_BIG, INFINITY, y);
+    y = ct_select_f64(x < CT_EXP_SMALL, 0.0, y);
+    return y;
+}
+
+/* ======================= tanh ======================================= *
+ * |x| < 0.625: odd polynomial/rational in x (no cancellation near 0);
+ * otherwise tanh|x| = 1 - 2 / (exp(2|x|) + 1) >= 0.55 (mild cancellation),
+ * and exp overflowing to inf gives exactly 1.  Both are computed and one is
+ * selected, for |x|; the sign is copied from x at the end (tanh(-0) = -0).  Coefficients:
+ * Cephes tanhf / tanh (Stephen L. Moshier). */
+static inline float ct_tanhf(float x)
+{
+    float ax = fabsf(x);
+    float z = ax * ax;
+    float small = -5.70498872745e-3f;
+    small = small * z + 2.06390887954e-2f;
+    small = small * z - 5.37397155531e-2f;
+    small = small * z + 1.33314422036e-1f;
+    small = small * z - 3.33332819422e-1f;
+    small = small * z * ax + ax;
+    float big = 1.0f - 2.0f / (ct_expf(2.0f * ax) + 1.0f);
+    return copysignf(ct_select_f32(ax < 0.625f, small, big), x);
+}
+
+static inline double ct_tanh(double x)
+{
+    double ax = fabs(x);
+    double z = ax * ax;
+    double num = (-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z - 1.61468768441708447952e3;
+    double den = ((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z + 4.84406305325125486048e3;
+    double small = ax + ax * z * (num / den);
+    double big = 1.0 - 2.0 / (ct_exp(2.0 * ax) + 1.0);
+    return copysign(ct_select_f64(ax < 0.625, small, big), x);
+}
+
+/* ======================= sigmoid ==================================== *
+ * With e = exp(-|x|) in (0, 1]:  sigmoid(x) = 1 / (1 + e) for x >= 0 and
+ * e / (1 + e) for x < 0.  No overflow, no cancellation, and the negative
+ * tail keeps full relative accuracy down to subnormals (sigmoid(-100) is
+ * 3.7e-44, not 0); sigmoid(-inf) = 0, sigmoid(+inf) = 1. */
+static inline float ct_sigmoidf(float x)
+{
+    float e = ct_expf(-fabsf(x));
+    return ct_select_f32(x >= 0.0f, 1.0f, e) / (1.0f + e);
+}
+
+static inline double ct_sigmoid(double x)
+{
+    double e = ct_exp(-fabs(x));
+    return ct_select_f64(x >= 0.0, 1.0, e) / (1.0 + e);
+}
+
+/* ======================= erf (float32) ============================== *
+ * |x| < 0.921875:  erf(x) = x + x * P(x^2)         (P(0) = 2/sqrt(pi) - 1)
+ * |x| >= 0.921875: erf|x| = 1 - exp(Q(|x|) - x^2),  Q ~ log(erfc(t)) + t^2
+ * |x| > 3.95 rounds to 1 (erfc(3.95) < 2^-26).  P (degree 6) and Q (degree
+ * 7) are our own weighted least-squares / minimax fits in float64 to
+ * mpmath's erf (relative error of erf for P; absolute error of erfc for Q),
+ * about 1 ulp each in float32 arithmetic.  Float64 uses libm's erf. */
+static inline float ct_erff(float x)
+{
+    float ax = fabsf(x);
+    float z = x * x;
+    float p = 8.37009900116481e-05f;
+    p = p * z - 8.14270389259672e-04f;
+    p = p * z + 5.201032246071893e-03f;
+    p = p * z - 2.6859398235933474e-02f;
+    p = p * z + 1.128369549323795e-01f;
+    p = p * z - 3.7612633735016665e-01f;
+    p = p * z + 1.2837916663740656e-01f;
+    float small = x + x * p;
+    float t = ct_select_f32(ax > 3.95f, 3.95f, ax); /* NaN stays NaN */
+    float q = -2.118421098584733e-05f;
+    q = q * t + 4.3547748453809376e-04f;
+    q = q * t - 4.175899800452354e-03f;
+    q = q * t + 2.5131944731703937e-02f;
+    q = q * t - 1.0829909827718576e-01f;
+    q = q * t + 3.6667004455230257e-01f;
+    q = q * t - 1.1295231556902507e+00f;
+    q = q * t + 1.7636132878951857e-04f;
+    float big = copysignf(ct_select_f32(ax > 3.95f, 1.0f, 1.0f - ct_expf(q - t * t)), x);
+    return ct_select_f32(ax < 0.921875f, small, big);
+}
+
+/* Row helpers called from a CT_VECTOR_CLONES kernel must be inlined into
+ * it to be compiled (and vectorised) for each clone: mark them CT_INLINE. */
+#define CT_INLINE static inline __attribute__((always_inline))
+
+/* ======================= type-generic names ========================= */
+#define VEXP(x) _Generic((x), float: ct_expf, double: ct_exp)(x)
+#define VTANH(x) _Generic((x), float: ct_tanhf, double: ct_tanh)(x)
+#define VSIGMOID(x) _Generic((x), float: ct_sigmoidf, double: ct_sigmoid)(x)
+#define VERF(x) _Generic((x), float: ct_erff, double: erf)(x)
+/* cond ? a : b without a branch (see ct_select_f32); a and b of one type */
+#define VSELECT(cond, a, b) _Generic((a), float: ct_select_f32, double: ct_select_f64)((cond), (a), (b))
+
+/* ======================= row reductions ============================= *
+ * CT_LANES independent partial results, combined at the end in a fixed
+ * order: GCC turns the lane loop into vector operations (it may not
+ * reorder a plain `s += x[i]`), and the result is the same on every
+ * machine and clone.  Sums accumulate in double for both dtypes. */
+#define CT_LANES 8
+
+#define CT_DEFINE_REDUCTIONS(type, sfx)                                                     \
+    /* sum_i x[i] */                                                                        \
+    static inline double ct_sum_##sfx(const type *restrict x, ptrdiff_t n)                  \
+    {                                                                                       \
+        double lane[CT_LANES] = {0};                                                        \
+        ptrdiff_t i = 0;                                                                    \
+        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
+            for (int k = 0; k < CT_LANES; k++) lane[k] += (double)x[i + k];                 \
+        double s = 0;                                                                       \
+        for (int k = 0; k < CT_LANES; k++) s += lane[k];                                    \
+        for (; i < n; i++) s += (double)x[i];                                               \
+        return s;                                                                           \
+    }                                                                                       \
+    /* sum_i |x[i]| */                                                                      \
+    static inline double ct_sum_abs_##sfx(const type *restrict x, ptrdiff_t n)              \
+    {                                                                                       \
+        double lane[CT_LANES] = {0};                                                        \
+        ptrdiff_t i = 0;                                                                    \
+        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
+            for (int k = 0; k < CT_LANES; k++) lane[k] += fabs((double)x[i + k]);           \
+        double s = 0;                                                                       \
+        for (int k = 0; k < CT_LANES; k++) s += lane[k];                                    \
+        for (; i < n; i++) s += fabs((double)x[i]);                                         \
+        return s;                                                                           \
+    }                                                                                       \
+    /* sum_i x[i] * y[i] */                                                                 \
+    static inline double ct_dot_##sfx(const type *restrict x, const type *restrict y,       \
+                                      ptrdiff_t n)                                          \
+    {                                                                                       \
+        double lane[CT_LANES] = {0};                                                        \
+        ptrdiff_t i = 0;                                                                    \
+        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
+            for (int k = 0; k < CT_LANES; k++) lane[k] += (double)x[i + k] * (double)y[i + k]; \
+        double s = 0;                                                                       \
+        for (int k = 0; k < CT_LANES; k++) s += lane[k];                                    \
+        for (; i < n; i++) s += (double)x[i] * (double)y[i];                                \
+        return s;                                                                           \
+    }                                                                                       \
+    /* max_i x[i] (n > 0), NaN if any x[i] is NaN: a lane keeps a NaN once  \
+     * taken, since every comparison with it is false.  (`|`, not `||`: no    \
+     * branch, so the lane loop vectorises.) */                                             \
+    static inline type ct_max_##sfx(const type *restrict x, ptrdiff_t n)                    \
+    {                                                                                       \
+        type lane[CT_LANES];                                                                \
+        for (int k = 0; k < CT_LANES; k++) lane[k] = x[0];                                  \
+        ptrdiff_t i = 0;                                                                    \
+        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
+            for (int k = 0; k < CT_LANES; k++) {                                            \
+                type v = x[i + k];                                                          \
+                lane[k] = ((v > lane[k]) | (v != v)) ? v : lane[k];                                          \
+            }                                                                               \
+        for (; i < n; i++)                                                                  \
+            lane[0] = ((x[i] > lane[0]) | (x[i] != x[i])) ? x[i] : lane[0];                      \
+        type m = lane[0];                                                                   \
+        for (int k = 1; k < CT_LANES; k++) m = ((lane[k] > m) | (lane[k] != lane[k])) ? lane[k] : m; \
+        return m;                                                                           \
+    }                                                                                       \
+    /* min_i x[i] (n > 0), NaN if any x[i] is NaN (as ct_max) */                          \
+    static inline type ct_min_##sfx(const type *restrict x, ptrdiff_t n)                    \
+    {                                                                                       \
+        type lane[CT_LANES];                                                                \
+        for (int k = 0; k < CT_LANES; k++) lane[k] = x[0];                                  \
+        ptrdiff_t i = 0;                                                                    \
+        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
+            for (int k = 0; k < CT_LANES; k++) {                                            \
+                type v = x[i + k];                                                          \
+                lane[k] = ((v < lane[k]) | (v != v)) ? v : lane[k];                                          \
+            }                                                                               \
+        for (; i < n; i++)                                                                  \
+            lane[0] = ((x[i] < lane[0]) | (x[i] != x[i])) ? x[i] : lane[0];                      \
+        type m = lane[0];                                                                   \
+        for (int k = 1; k < CT_LANES; k++) m = ((lane[k] < m) | (lane[k] != lane[k])) ? lane[k] : m; \
+        return m;                                                                           \
+    }
+CT_DEFINE_REDUCTIONS(float, f32)
+CT_DEFINE_REDUCTIONS(double, f64)
+#undef CT_DEFINE_REDUCTIONS
+
+#define VSUM(x, n) _Generic((x)[0], float: ct_sum_f32, double: ct_sum_f64)((x), (n))
+#define VDOT(x, y, n) _Generic((x)[0], float: ct_dot_f32, double: ct_dot_f64)((x), (y), (n))
+#define VMAX(x, n) _Generic((x)[0], float: ct_max_f32, double: ct_max_f64)((x), (n))
+#define VMIN(x, n) _Generic((x)[0], float: ct_min_f32, double: ct_min_f64)((x), (n))
+#define VSUM_ABS(x, n) _Generic((x)[0], float: ct_sum_abs_f32, double: ct_sum_abs_f64)((x), (n))
+
+#endif /* CT_MATH_H */
