@@ -192,7 +192,7 @@ plt.show()
 # initialisation, and an LSTM whose forget-gate bias starts at +3 (section 3).
 
 # %%
-VOCAB, T, HIDDEN, STEPS = 8, 40, 32, 400
+VOCAB, T, HIDDEN, STEPS = 8, 40, 32, 800
 
 def memory_batch(rng, batch=64):
     seq = rng.integers(0, VOCAB, size=(batch, T))
