@@ -269,7 +269,8 @@ def cross_attention(zh, en):
         _, weights = last.multihead_attn(x, memory, memory, key_padding_mask=src_pad)   # (1, T, S), head mean
     return weights[0].numpy()
 
-zh, _ = next(p for p in corpus["test"] if any(c.isdigit() for c in p[0]) and len(p[0]) >= 10)
+zh, _ = next(p for p, h in zip(corpus["test"], greedy_hyps)           # a correctly translated date
+              if h == p[1] and any(c.isdigit() for c in p[0]) and len(p[0]) >= 10)
 en = translate([zh])[0]
 w = cross_attention(zh, en)
 fig, ax = plt.subplots(figsize=(0.5 * len(zh) + 2, 0.4 * w.shape[0] + 1.5))
