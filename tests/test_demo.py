@@ -43,3 +43,24 @@ def test_demo_help_lists_options(tmp_path):
     assert r.returncode == 0
     for option in ("--epochs", "--threads", "--output-dir"):
         assert option in r.stdout
+
+
+def test_translate_handles_empty_and_unknown_input():
+    """An empty sentence translates to empty output; unseen characters map to <unk>."""
+    from ctransformer.demo import translate
+    from ctransformer.models import TranslationTransformer
+    from ctransformer.tokenizers import CharTokenizer, WordTokenizer
+
+    src_tok, tgt_tok = CharTokenizer(), WordTokenizer()
+    src_tok.build_vocab(["我爱猫。", "他吃鱼。"])
+    tgt_tok.build_vocab(["i love cats .", "he eats fish ."])
+    assert src_tok.encode("龙") == [3]  # <unk>
+    ctransformer.manual_seed(0)
+    model = TranslationTransformer(len(src_tok), len(tgt_tok), d_model=16, nhead=2, num_encoder_layers=1,
+                                   num_decoder_layers=1, dim_feedforward=32, dropout=0.0)
+    out = translate(model, src_tok, tgt_tok, ["", "龙吃鱼。", "   "], beam_size=1, max_len=5)
+    assert out[0] == "" and out[2] == ""
+    assert isinstance(out[1], str)
+    assert translate(model, src_tok, tgt_tok, []) == []
+    beam = translate(model, src_tok, tgt_tok, ["", "我爱猫。"], beam_size=2, max_len=5)
+    assert beam[0] == "" and isinstance(beam[1], str)
