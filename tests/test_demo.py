@@ -64,3 +64,25 @@ def test_translate_handles_empty_and_unknown_input():
     assert translate(model, src_tok, tgt_tok, []) == []
     beam = translate(model, src_tok, tgt_tok, ["", "我爱猫。"], beam_size=2, max_len=5)
     assert beam[0] == "" and isinstance(beam[1], str)
+
+
+def test_fallback_png_writer(tmp_path):
+    """Without matplotlib the demo writes its heatmap with a small PNG encoder."""
+    import struct
+    import zlib
+
+    import numpy as np
+
+    from ctransformer._png import write_heatmap_png
+
+    path = tmp_path / "h.png"
+    write_heatmap_png(str(path), np.array([[0.0, 1.0], [0.5, 0.25]]), cell=3)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (6, 6)
+    idat_len = struct.unpack(">I", data[33:37])[0]
+    raw = zlib.decompress(data[41:41 + idat_len])
+    assert len(raw) == height * (1 + 3 * width)
+    rows = np.frombuffer(raw, np.uint8).reshape(height, 1 + 3 * width)[:, 1:].reshape(height, width, 3)
+    assert (rows[0, 0] != rows[0, 3]).any()  # min and max cells differ in colour
