@@ -119,6 +119,7 @@ static void FN(softmax_row)(real *row, ct_int Tk)
 /* Multiply the weights of slice (b, h) by their dropout factors: weight
  * `flat` (see ct_attn_opts) is dropped (factor 0) when
  * ct_random_uniform(seed, flat) < p, else scaled by 1 / (1 - p). */
+CT_VECTOR_CLONES
 static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
 {
     double p = o->dropout_p;
