@@ -119,14 +119,16 @@ static void FN(softmax_row)(real *row, ct_int Tk)
 /* Multiply the weights of slice (b, h) by their dropout factors: weight
  * `flat` (see ct_attn_opts) is dropped (factor 0) when
  * ct_random_uniform(seed, flat) < p, else scaled by 1 / (1 - p). */
+CT_VECTOR_CLONES
 static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
 {
     double p = o->dropout_p;
     if (p <= 0) return;
     real keep = p >= 1 ? (real)0 : (real)(1.0 / (1.0 - p));
     uint64_t base = (uint64_t)bh * (uint64_t)(Tq * Tk);
+    uint64_t threshold = ct_random_threshold(p);
     for (ct_int n = 0; n < Tq * Tk; n++)
-        P[n] *= ct_random_uniform(o->seed, base + (uint64_t)n) < p ? (real)0 : keep;
+        P[n] *= ct_random_kept(o->seed, base + (uint64_t)n, threshold) ? keep : (real)0;
 }
 
 /* Where the slices of one (b, h) live: row i of Q at q + i * ldq (Dh elements),

@@ -63,4 +63,23 @@ static inline double ct_random_uniform(uint64_t seed, uint64_t counter)
     return (double)(ct_random_u64(seed, counter) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* The same test as ct_random_uniform(seed, counter) >= p, in integers:
+ * u = k / 2^53 with k = u64 >> 11, and k / 2^53 >= p  <=>  k >= ceil(p 2^53)
+ * (p 2^53 is exact in double: a power-of-two scaling; k is an integer).
+ * ct_random_threshold(p) is that ceil(p 2^53), for 0 <= p <= 1 (2^53 at
+ * p = 1: nothing is kept); it saves the u64 -> double conversion, which
+ * SSE2/AVX2 lack, in the per-element loops. */
+static inline uint64_t ct_random_threshold(double p)
+{
+    if (!(p > 0)) return 0;
+    if (p >= 1) return 9007199254740992ull;
+    return (uint64_t)ceil(p * 9007199254740992.0);
+}
+
+/* ct_random_uniform(seed, counter) >= p, given threshold = ct_random_threshold(p). */
+static inline int ct_random_kept(uint64_t seed, uint64_t counter, uint64_t threshold)
+{
+    return (ct_random_u64(seed, counter) >> 11) >= threshold;
+}
+
 #endif /* CT_H */

@@ -34,7 +34,8 @@ void FN(dropout_forward)(real *restrict out, uint8_t *restrict mask, const real 
 {
     /* Two passes: the mask (64-bit multiplies, which SSE2/AVX2 lack), then
      * the scaling, which vectorises. */
-    for (ct_int i = 0; i < n; i++) mask[i] = ct_random_uniform(seed, offset + (uint64_t)i) >= p;
+    uint64_t threshold = ct_random_threshold(p);
+    for (ct_int i = 0; i < n; i++) mask[i] = (uint8_t)ct_random_kept(seed, offset + (uint64_t)i, threshold);
     FN(dropout_scale_loop)(out, inp, mask, n, FN(dropout_scale)(p));
 }
 

@@ -58,6 +58,10 @@ class Adam(Optimizer):
             for group in self.param_groups:
                 beta1, beta2 = group["betas"]
                 amsgrad = bool(group["amsgrad"])
+                # the group's options, converted once per group rather than per parameter
+                hyper = (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
+                         float(group["weight_decay"]), bool(group["decoupled_weight_decay"]), amsgrad)
+                maximize = bool(group["maximize"])
                 for p in group["params"]:
                     if p.grad is None:
                         continue
@@ -68,9 +72,7 @@ class Adam(Optimizer):
                     step_t._data = np.asarray(step_t._data + 1, step_t._data.dtype)
                     max_sq = _inplace_ready(state["max_exp_avg_sq"]) if amsgrad else None
                     K.adam_step(param, grad, _inplace_ready(state["exp_avg"]), _inplace_ready(state["exp_avg_sq"]),
-                                int(step_t.item()), float(group["lr"]), float(beta1), float(beta2),
-                                float(group["eps"]), float(group["weight_decay"]),
-                                bool(group["decoupled_weight_decay"]), amsgrad, max_sq, bool(group["maximize"]))
+                                int(step_t.item()), *hyper, max_sq, maximize)
         return loss
 
 
