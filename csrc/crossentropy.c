@@ -104,12 +104,9 @@ CT_INLINE void FN(add_softmax_grad)(real *restrict d, const real *restrict z,
                                    acc_t smooth_coef, ct_int lo, ct_int hi)
 {
     if (weight == NULL) {
-        /* the same sum in the logits' precision (one rounding more than
-         * in acc_t), so that the loop vectorises without conversions */
-        real p_coef_r = (real)p_coef, smooth_coef_r = (real)smooth_coef;
         for (ct_int c = lo; c < hi; c++) {
-            real p = VEXP((real)((acc_t)z[c] - lse));
-            d[c] += p_coef_r * p - smooth_coef_r;
+            acc_t p = VEXP((real)((acc_t)z[c] - lse));
+            d[c] += (real)(p_coef * p - smooth_coef);
         }
     } else {
         for (ct_int c = lo; c < hi; c++) {
