@@ -232,15 +232,8 @@ def interleaved(fns: dict, warmup: int, reps: int) -> dict:
 CBLAS_ROW_MAJOR, NT, TR = 101, 111, 112
 
 
-def load_openblas() -> ctypes.CDLL:
-    path = os.path.join(os.path.dirname(ctransformer.__file__), "_libs", "libscipy_openblas.so")
-    lib = ctypes.CDLL(path)
-    lib.scipy_cblas_sgemm.restype = None
-    lib.scipy_cblas_sgemm.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
-                                                           ctypes.c_void_p, ctypes.c_int, ctypes.c_float,
-                                                           ctypes.c_void_p, ctypes.c_int]
-    lib.scipy_openblas_set_num_threads.argtypes = [ctypes.c_int]
-    return lib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_linear import load_openblas  # noqa: E402  (one loader of the bundled OpenBLAS for every bench)
 
 
 def linear_gemms(M: int, K: int, N: int, count: int, need_dinp: bool = True) -> list:

@@ -147,12 +147,9 @@ static PyObject *py_sdpa_forward(PyObject *self, PyObject *args, PyObject *kw)
     if (out == NULL || probs == NULL) goto fail;
     CT_DISPATCH(s.t, sdpa_forward, PyArray_DATA(out), PyArray_DATA(probs), PyArray_DATA(s.q),
                 PyArray_DATA(s.k), PyArray_DATA(s.v), &s.opts, s.B, s.H, s.Tq, s.Tk, s.Dh, s.Dv);
-    PyObject *ret = Py_BuildValue("(OO)", (PyObject *)out, (PyObject *)probs);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OO)", (PyObject *)out, (PyObject *)probs));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* sdpa_backward(dout, q, k, v, probs, mask=None, is_causal=False, scale=None, dropout_p=0.0,
@@ -198,12 +195,9 @@ static PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
-    PyObject *ret = Py_BuildValue("(OOO)", (PyObject *)dq, (PyObject *)dk, (PyObject *)dv);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OOO)", (PyObject *)dq, (PyObject *)dk, (PyObject *)dv));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* ---- multi-head attention ---------------------------------------------- */
@@ -336,13 +330,10 @@ static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
-    PyObject *ret = Py_BuildValue("(OOOOOO)", (PyObject *)out, (PyObject *)qh, (PyObject *)kh,
-                                  (PyObject *)vh, (PyObject *)probs, (PyObject *)ctx);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OOOOOO)", (PyObject *)out, (PyObject *)qh, (PyObject *)kh,
+                                  (PyObject *)vh, (PyObject *)probs, (PyObject *)ctx));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* One saved array of mha_forward: dtype t and exactly `shape`. */
@@ -565,14 +556,11 @@ static PyObject *py_mha_packed_forward(PyObject *self, PyObject *args, PyObject 
         PyErr_NoMemory();
         goto fail;
     }
-    PyObject *ret = Py_BuildValue("(OOOOO)", (PyObject *)out, (PyObject *)pq,
+    return ct_finish(&held, Py_BuildValue("(OOOOO)", (PyObject *)out, (PyObject *)pq,
                                   pkv ? (PyObject *)pkv : Py_None, (PyObject *)probs,
-                                  (PyObject *)ctx);
-    ct_release(&held);
-    return ret;
+                                  (PyObject *)ctx));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* mha_packed_backward(dout, query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias,
@@ -667,12 +655,9 @@ static PyObject *py_positional_encoding(PyObject *self, PyObject *args, PyObject
     PyArrayObject *pe = ct_empty(&held, t, 2, shape);
     if (pe == NULL) goto fail;
     CT_DISPATCH(t, positional_encoding, PyArray_DATA(pe), shape[0], shape[1]);
-    PyObject *ret = ct_ret(pe);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(pe));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 PyMethodDef ct_methods_attention[] = {

@@ -188,12 +188,9 @@ static PyObject *py_attend_step(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
-    PyObject *ret = ct_ret(out);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(out));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* cache_reorder(cache (B_in, H, Tmax, D), rows (B_out) ints, length=None)
@@ -223,12 +220,9 @@ static PyObject *py_decode_linear(PyObject *self, PyObject *args, PyObject *kw)
     if (out == NULL) goto fail;
     CT_DISPATCH(t, decode_linear, PyArray_DATA(out), PyArray_DATA(x), PyArray_DATA(w), CT_DATA(b),
                 M, K, N);
-    PyObject *ret = ct_ret(out);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(out));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 static PyObject *py_cache_reorder(PyObject *self, PyObject *args, PyObject *kw)
@@ -260,12 +254,9 @@ static PyObject *py_cache_reorder(PyObject *self, PyObject *args, PyObject *kw)
     if (out == NULL) goto fail;
     CT_DISPATCH(t, cache_reorder, PyArray_DATA(out), PyArray_DATA(c),
                 (const int64_t *)PyArray_DATA(rows), shape[0], H, Tmax, D, length);
-    PyObject *ret = ct_ret(out);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(out));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 PyMethodDef ct_methods_decode[] = {

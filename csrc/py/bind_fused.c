@@ -55,12 +55,9 @@ static PyObject *py_bias_act_forward(PyObject *self, PyObject *args, PyObject *k
     PyArrayObject *out = ct_empty(&held, t, nd, PyArray_DIMS(inp));
     if (out == NULL) goto fail;
     CT_DISPATCH(t, bias_act_forward, PyArray_DATA(out), PyArray_DATA(inp), CT_DATA(b), act, M, N);
-    PyObject *ret = ct_ret(out);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_ret(out));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* bias_act_backward(dout, inp, bias | None, act="relu", dinp=None, dbias=None)
@@ -94,12 +91,9 @@ static PyObject *py_bias_act_backward(PyObject *self, PyObject *args, PyObject *
     }
     CT_DISPATCH(t, bias_act_backward, PyArray_DATA(dinp), CT_DATA(db), PyArray_DATA(dout),
                 PyArray_DATA(inp), CT_DATA(b), act, M, N);
-    PyObject *ret = Py_BuildValue("(OO)", (PyObject *)dinp, db ? (PyObject *)db : Py_None);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OO)", (PyObject *)dinp, db ? (PyObject *)db : Py_None));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* add_layernorm_forward(inp (..., N), residual (..., N), weight | None, bias | None, eps=1e-5)
@@ -131,12 +125,9 @@ static PyObject *py_add_layernorm_forward(PyObject *self, PyObject *args, PyObje
     if (!out || !mean || !rstd) goto fail;
     CT_DISPATCH(t, add_layernorm_forward, PyArray_DATA(out), PyArray_DATA(mean), PyArray_DATA(rstd),
                 PyArray_DATA(inp), PyArray_DATA(res), CT_DATA(w), CT_DATA(b), eps, M, N);
-    PyObject *ret = Py_BuildValue("(OOO)", (PyObject *)out, (PyObject *)mean, (PyObject *)rstd);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OOO)", (PyObject *)out, (PyObject *)mean, (PyObject *)rstd));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* add_layernorm_backward(dout, inp, residual, weight | None, mean, rstd, with_bias=True,
@@ -188,13 +179,10 @@ static PyObject *py_add_layernorm_backward(PyObject *self, PyObject *args, PyObj
     CT_DISPATCH(t, add_layernorm_backward, PyArray_DATA(dinp), CT_DATA(dw), CT_DATA(db),
                 PyArray_DATA(dout), PyArray_DATA(inp), PyArray_DATA(res), CT_DATA(w),
                 PyArray_DATA(mean), PyArray_DATA(rstd), M, N);
-    PyObject *ret = Py_BuildValue("(OOO)", (PyObject *)dinp, dw ? (PyObject *)dw : Py_None,
-                                  db ? (PyObject *)db : Py_None);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, Py_BuildValue("(OOO)", (PyObject *)dinp, dw ? (PyObject *)dw : Py_None,
+                                  db ? (PyObject *)db : Py_None));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* ff_backward(dout (..., D), x (..., D), h (..., F), keep (..., F) bool | None, p, w1 (F, D),
