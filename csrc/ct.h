@@ -36,7 +36,7 @@ typedef ptrdiff_t ct_int;
  * emits an AVX2 clone and a baseline clone, and the loader picks one.  The
  * default build never uses -march=native. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(CT_NO_CLONES)
-#define CT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#define CT_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CT_VECTOR_CLONES
 #endif

@@ -22,6 +22,7 @@
 #include "ct_template.h"
 #else
 #include "linear.h"
+#include "packed_gemm.h"
 #include "recurrent.h"
 
 /* The gate loops below select with comparisons (exp's clamp, relu).  Under
@@ -235,6 +236,60 @@ static void ct_rnn_threads_leave(int saved)
 #endif
 
 /* ---------------------------------------------------------------------------
+ * The per-step product with W_hh.  In float32 on one BLAS thread W_hh is
+ * packed once per call and every step runs the packed kernel (packed_gemm.h:
+ * OpenBLAS would re-pack all of W_hh at every step); otherwise (float64,
+ * several BLAS threads, a CPU without AVX2) each step is a BLAS GEMM.
+ *   forward:  out (B, GH)  = h (B, H) @ W_hh^T + b_hh      (n = GH, k = H)
+ *   backward: out (B, H)  += d (B, GH) @ W_hh              (n = H, k = GH) */
+typedef struct {
+    const real *w_hh;
+    ct_int GH, H;
+    int transposed; /* backward's product */
+    int packed;     /* 1: pk holds W_hh packed */
+    ct_packed pk;
+} FN(step_weight);
+
+/* Returns 0, or -1 when out of memory. */
+static int FN(step_weight_init)(FN(step_weight) *sw, const real *w_hh, ct_int GH, ct_int H,
+                                int transposed)
+{
+    sw->w_hh = w_hh, sw->GH = GH, sw->H = H, sw->transposed = transposed, sw->packed = 0;
+#if CT_DTYPE_IS_F32
+    if (ct_blas_get_num_threads() == 1) {
+        int status = transposed ? ct_packed_init(&sw->pk, w_hh, H, GH, 0)
+                                : ct_packed_init(&sw->pk, w_hh, GH, H, 1);
+        if (status < 0) return -1;
+        sw->packed = status == 0;
+    }
+#endif
+    return 0;
+}
+
+static void FN(step_weight_free)(FN(step_weight) *sw)
+{
+#if CT_DTYPE_IS_F32
+    if (sw->packed) ct_packed_free(&sw->pk);
+#endif
+    sw->packed = 0;
+}
+
+static void FN(step_product)(const FN(step_weight) *sw, real *out, const real *inp, const real *bias,
+                             ct_int B)
+{
+#if CT_DTYPE_IS_F32
+    if (sw->packed) {
+        ct_int ld = sw->transposed ? sw->H : sw->GH;
+        ct_packed_gemm(out, ld, inp, sw->transposed ? sw->GH : sw->H, B, &sw->pk, bias,
+                       sw->transposed);
+        return;
+    }
+#endif
+    if (sw->transposed) FN(linear_backward)(out, NULL, NULL, inp, NULL, sw->w_hh, B, sw->H, sw->GH, 1);
+    else FN(linear_forward)(out, inp, sw->w_hh, bias, B, sw->H, sw->GH);
+}
+
+/* ---------------------------------------------------------------------------
  * The saved buffer (see ct_rnn_saved_size): step-indexed states, time-indexed
  * gates.  For rnn the "gates" are the output itself (out, (T, B, H)). */
 typedef struct {
@@ -328,10 +383,17 @@ int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x,
     FN(project)(v.gates ? v.gates : out, ld, x, w_ih, b_ih, T * B, shape->In, GH);
     ct_rnn_threads_leave(threads);
     threads = ct_rnn_threads_enter(2.0 * B * H * GH);
+    FN(step_weight) sw;
+    if (FN(step_weight_init)(&sw, w_hh, GH, H, 0) != 0) {
+        ct_rnn_threads_leave(threads);
+        free(hproj);
+        return -1;
+    }
     for (ct_int step = 0; step < T; step++) {
-        FN(linear_forward)(hproj, v.hs + step * BH, w_hh, b_hh, B, H, GH);
+        FN(step_product)(&sw, hproj, v.hs + step * BH, b_hh, B);
         FN(step_forward)(shape, step, hproj, v, out);
     }
+    FN(step_weight_free)(&sw);
     ct_rnn_threads_leave(threads);
     if (h_n) memcpy(h_n, v.hs + T * BH, (size_t)BH * sizeof(real));
     if (c_n && v.cs) memcpy(c_n, v.cs + T * BH, (size_t)BH * sizeof(real));
@@ -401,10 +463,16 @@ int FN(rnn_backward)(real *dx, real *dh0, real *dc0, real *dw_ih, real *dw_hh, r
     if (dh_n) memcpy(dh, dh_n, (size_t)BH * sizeof(real));
     if (dc_n && v.cs) memcpy(dc, dc_n, (size_t)BH * sizeof(real));
     int threads = ct_rnn_threads_enter(2.0 * B * H * GH);
+    FN(step_weight) sw;
+    if (FN(step_weight_init)(&sw, w_hh, GH, H, 1) != 0) {
+        ct_rnn_threads_leave(threads);
+        goto done;
+    }
     for (ct_int step = T - 1; step >= 0; step--) {
         FN(step_backward)(shape, step, dout, v, dh, dc, dgi, dgh);
-        FN(linear_backward)(dh, NULL, NULL, dgh + step * B * GH, NULL, w_hh, B, H, GH, 1);
+        FN(step_product)(&sw, dh, dgh + step * B * GH, NULL, B);
     }
+    FN(step_weight_free)(&sw);
     ct_rnn_threads_leave(threads);
     if (dh0)
         for (ct_int k = 0; k < BH; k++) dh0[k] += dh[k];

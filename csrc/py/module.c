@@ -5,6 +5,7 @@
 #include "ct_py.h"
 #include "families.h"
 #include "../ct_blas.h"
+#include "../packed_gemm.h"
 
 #define CT_DECLARE_TABLE(family) extern PyMethodDef ct_methods_##family[];
 CT_FAMILIES(CT_DECLARE_TABLE)
@@ -35,7 +36,31 @@ static PyObject *py_blas_config(PyObject *self, PyObject *unused)
 #endif
 }
 
+static const char *const packed_names[] = {"off", "avx2", "avx512", "auto"};
+
+/* packed_gemm(mode or None) -> (previous mode, isa now in use); see packed_gemm.h */
+static PyObject *py_packed_gemm(PyObject *self, PyObject *arg)
+{
+    int previous = ct_packed_set_mode(CT_PACKED_AUTO);
+    int mode = previous;
+    if (arg != Py_None) {
+        const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+        mode = -1;
+        for (int i = 0; name && i < 4; i++)
+            if (strcmp(name, packed_names[i]) == 0) mode = i;
+        if (mode < 0) {
+            ct_packed_set_mode(previous);
+            PyErr_Format(PyExc_ValueError,
+                         "packed_gemm: mode must be 'auto', 'avx512', 'avx2' or 'off', got %R", arg);
+            return NULL;
+        }
+    }
+    ct_packed_set_mode(mode);
+    return Py_BuildValue("ss", packed_names[previous], packed_names[ct_packed_active_isa()]);
+}
+
 static PyMethodDef base_methods[] = {
+    {"packed_gemm", py_packed_gemm, METH_O, "Select the packed recurrent GEMM kernel."},
     {"set_num_threads", py_set_num_threads, METH_O, "Set the number of BLAS threads."},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "Number of BLAS threads."},
     {"blas_config", py_blas_config, METH_NOARGS, "Which OpenBLAS this build links."},

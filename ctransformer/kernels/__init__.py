@@ -28,6 +28,6 @@ from .crossentropy import cross_entropy_backward, cross_entropy_forward
 from .recurrent import (rnn_backward, rnn_cell_backward, rnn_cell_forward, rnn_forward, rnn_stack_backward,
                         rnn_stack_forward)
 from .optim import adam_step, clip_grad_norm, grad_norm, sgd_step
-from .runtime import blas_config, get_num_threads, set_num_threads
+from .runtime import blas_config, get_num_threads, packed_gemm, set_num_threads
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,94 @@
+"""The packed-weight GEMM of the float32 recurrent kernels (csrc/packed_gemm.c).
+
+Each kernel the CPU runs (AVX-512, AVX2) and the BLAS path ("off") must give
+the float64 NumPy reference's forward and gradients, on shapes that leave
+remainders everywhere: batch rows not a multiple of the row block (12 / 6),
+gate widths not a multiple of the panel (32 / 16 columns), tiny and wide K."""
+import numpy as np
+import pytest
+
+import ctransformer.kernels as K
+from conftest import F32
+from test_kernels_recurrent import GATES, ref_forward
+
+CPU_ISA = K.packed_gemm()[1]
+ISAS = ["off"] + {"avx512": ["avx2", "avx512"], "avx2": ["avx2"], "off": []}[CPU_ISA]
+
+
+@pytest.fixture
+def isa(request):
+    """Run the test with one kernel forced, on one BLAS thread (the packed
+    kernel's condition), and restore both afterwards."""
+    threads = K.get_num_threads()
+    K.set_num_threads(1)
+    previous, active = K.packed_gemm(request.param)
+    assert active == request.param
+    yield request.param
+    K.packed_gemm(previous)
+    K.set_num_threads(threads)
+
+
+def make(rng, mode, T, B, In, H):
+    g = GATES[mode]
+    return dict(x=rng.standard_normal((T, B, In)), h0=rng.standard_normal((B, H)) * 0.5,
+                c0=rng.standard_normal((B, H)) * 0.5 if mode == "lstm" else None,
+                w_ih=rng.standard_normal((g * H, In)) / np.sqrt(In),
+                w_hh=rng.standard_normal((g * H, H)) / np.sqrt(H),
+                b_ih=rng.standard_normal(g * H) * 0.1, b_hh=rng.standard_normal(g * H) * 0.1)
+
+
+def f32(d):
+    return {k: None if v is None else v.astype(np.float32) for k, v in d.items()}
+
+
+def run(d, mode, lengths=None):
+    out, h_n, c_n, saved = K.rnn_forward(d["x"], d["h0"], d["w_ih"], d["w_hh"], d["b_ih"], d["b_hh"], mode,
+                                         c0=d["c0"], lengths=lengths)
+    dout = np.cos(np.arange(out.size)).reshape(out.shape).astype(out.dtype)
+    grads = K.rnn_backward(dout, None, None, d["x"], d["h0"], d["c0"], d["w_ih"], d["w_hh"], d["b_ih"], d["b_hh"],
+                           saved, mode, lengths=lengths)
+    return out, h_n, grads
+
+
+SHAPES = [(3, 1, 4, 5), (4, 13, 7, 20), (3, 25, 3, 33), (2, 12, 40, 64)]
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+@pytest.mark.parametrize("mode", ["rnn_tanh", "lstm", "gru"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "T%dB%dI%dH%d" % s)
+def test_packed_matches_reference(isa, mode, shape):
+    rng = np.random.default_rng(sum(shape))
+    d = make(rng, mode, *shape)
+    lengths = np.maximum(1, shape[0] - np.arange(shape[1]) % shape[0])
+    out, h_n, grads = run(f32(d), mode, lengths)
+    ref_out, ref_h, _ = ref_forward(d["x"], d["h0"], d["c0"], d["w_ih"], d["w_hh"], d["b_ih"], d["b_hh"], mode,
+                                    lengths=lengths)
+    np.testing.assert_allclose(out, ref_out, **F32)
+    np.testing.assert_allclose(h_n, ref_h, **F32)
+    # gradients: the float64 kernel (BLAS path, checked by finite differences
+    # in test_kernels_recurrent) is the reference
+    _, _, grads64 = run(d, mode, lengths)
+    for name, g, g64 in zip(["dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh"], grads, grads64):
+        if g64 is None:
+            assert g is None, name
+            continue
+        np.testing.assert_allclose(g, g64, rtol=2e-4, atol=2e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+def test_packed_nan_stays_in_its_row(isa):
+    rng = np.random.default_rng(0)
+    d = f32(make(rng, "lstm", 3, 14, 4, 9))
+    d["h0"][5, 2] = np.nan
+    out, h_n, _ = run(d, "lstm")
+    assert np.isnan(h_n[5]).all()
+    assert np.isfinite(np.delete(h_n, 5, axis=0)).all()
+    assert np.isfinite(np.delete(out, 5, axis=1)).all()
+
+
+def test_packed_gemm_mode_errors():
+    with pytest.raises(ValueError, match="packed_gemm: mode must be"):
+        K.packed_gemm("sse")
+    with pytest.raises(TypeError, match="packed_gemm: mode must be a str"):
+        K.packed_gemm(3)
+    assert K.packed_gemm()[0] == "auto"
