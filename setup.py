@@ -71,8 +71,8 @@ ext = Extension(
     libraries=LIBS + ["m"],
     define_macros=MACROS,
     extra_compile_args=["-O3", "-std=c11", "-fno-math-errno", "-fvisibility=hidden",
-                        "-Wall", "-Wno-unused-function"],
-    extra_link_args=extra_link,
+                        "-Wall", "-Wno-unused-function", "-pthread"],
+    extra_link_args=extra_link + ["-pthread"],
     depends=glob.glob("csrc/*.h") + glob.glob("csrc/py/*.h"),
 )
 

@@ -10,6 +10,7 @@
  * rows (8, 4, 2, 1).  Loop order: panel outer, row block inner, so a panel
  * (K x NR floats: 64 KB at K = 512) stays in L2 while every row block uses it;
  * a (M x K) is small (a recurrent state) and stays in L2 too. */
+#define _POSIX_C_SOURCE 200809L /* pthread, sched_yield under -std=c11 */
 #include "packed_gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -105,9 +106,9 @@ block_avx512(const int ROWS, ct_int K, const float *a, ct_int lda, const float *
 
 __attribute__((target("avx512f"))) static void
 gemm_avx512(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M, const ct_packed *p,
-            const float *bias, int accumulate)
+            const float *bias, int accumulate, ct_int panel_begin, ct_int panel_end)
 {
-    for (ct_int n0 = 0; n0 < p->N; n0 += 32) {
+    for (ct_int n0 = panel_begin * 32; n0 < CT_MIN(p->N, panel_end * 32); n0 += 32) {
         const float *panel = p->panels + (n0 / 32) * p->K * 32;
         int cols = (int)CT_MIN(32, p->N - n0);
         const float *bias_n = bias ? bias + n0 : NULL;
@@ -160,9 +161,9 @@ block_avx2(const int ROWS, ct_int K, const float *a, ct_int lda, const float *pa
 
 __attribute__((target("avx2,fma"))) static void
 gemm_avx2(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M, const ct_packed *p,
-          const float *bias, int accumulate)
+          const float *bias, int accumulate, ct_int panel_begin, ct_int panel_end)
 {
-    for (ct_int n0 = 0; n0 < p->N; n0 += 16) {
+    for (ct_int n0 = panel_begin * 16; n0 < CT_MIN(p->N, panel_end * 16); n0 += 16) {
         const float *panel = p->panels + (n0 / 16) * p->K * 16;
         int cols = (int)CT_MIN(16, p->N - n0);
         const float *bias_n = bias ? bias + n0 : NULL;
@@ -177,14 +178,153 @@ gemm_avx2(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M, const ct_p
 }
 #endif
 
+/* Panels [panel_begin, panel_end) of the product (their output columns only). */
+static void gemm_panels(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
+                        const ct_packed *p, const float *bias, int accumulate, ct_int panel_begin,
+                        ct_int panel_end)
+{
+    if (M <= 0 || panel_begin >= panel_end) return;
+#ifdef CT_PACKED_X86
+    if (p->isa == CT_PACKED_AVX512)
+        gemm_avx512(c, ldc, a, lda, M, p, bias, accumulate, panel_begin, panel_end);
+    else if (p->isa == CT_PACKED_AVX2)
+        gemm_avx2(c, ldc, a, lda, M, p, bias, accumulate, panel_begin, panel_end);
+#else
+    (void)c, (void)ldc, (void)a, (void)lda, (void)p, (void)bias, (void)accumulate;
+#endif
+}
+
+static ct_int panel_count(const ct_packed *p) { return (p->N + p->nr - 1) / p->nr; }
+
 void ct_packed_gemm(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
                     const ct_packed *p, const float *bias, int accumulate)
 {
-    if (M <= 0 || p->N <= 0) return;
+    gemm_panels(c, ldc, a, lda, M, p, bias, accumulate, 0, panel_count(p));
+}
+
+/* ---------------------------------------------------------------------------
+ * Team: worker threads that live for one sequence (one rnn_forward /
+ * rnn_backward call) and split every step's product by panels, i.e. by
+ * output columns, so no two threads write the same element and the result
+ * is the same whatever the thread count.  A step is published by bumping
+ * `generation` (release); each worker runs its share and bumps `done`.
+ * Waiting spins briefly (a step is ~0.1-1 ms) and then yields the CPU, so a
+ * busy machine is not stalled by spinning threads. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#define CT_TEAM_MAX 64
+#define CT_SPINS 20000
+
+typedef struct {
+    float *c;
+    const float *a, *bias;
+    const ct_packed *p;
+    ct_int ldc, lda, M;
+    int accumulate;
+} team_job;
+
+struct ct_packed_team {
+    int size; /* threads including the caller */
+    pthread_t workers[CT_TEAM_MAX];
+    int started;
+    team_job job;
+    atomic_long generation;
+    atomic_int done;
+    atomic_int stop;
+};
+
+typedef struct {
+    ct_packed_team *team;
+    int rank;
+} worker_arg;
+
+static worker_arg worker_args[CT_TEAM_MAX]; /* one team at a time per process: see start */
+static atomic_flag team_busy = ATOMIC_FLAG_INIT;
+
+static void relax(long *spins)
+{
+    if (++*spins < CT_SPINS) {
 #ifdef CT_PACKED_X86
-    if (p->isa == CT_PACKED_AVX512) gemm_avx512(c, ldc, a, lda, M, p, bias, accumulate);
-    else if (p->isa == CT_PACKED_AVX2) gemm_avx2(c, ldc, a, lda, M, p, bias, accumulate);
-#else
-    (void)c, (void)ldc, (void)a, (void)lda, (void)bias, (void)accumulate;
+        __builtin_ia32_pause();
 #endif
+    } else {
+        sched_yield();
+    }
+}
+
+static void team_share(ct_packed_team *t, int rank)
+{
+    const team_job *j = &t->job;
+    ct_int n = panel_count(j->p);
+    gemm_panels(j->c, j->ldc, j->a, j->lda, j->M, j->p, j->bias, j->accumulate,
+                n * rank / t->size, n * (rank + 1) / t->size);
+}
+
+static void *worker_main(void *arg_)
+{
+    worker_arg *arg = arg_;
+    ct_packed_team *t = arg->team;
+    long seen = 0;
+    for (;;) {
+        long spins = 0;
+        while (atomic_load_explicit(&t->generation, memory_order_acquire) == seen) {
+            if (atomic_load_explicit(&t->stop, memory_order_acquire)) return NULL;
+            relax(&spins);
+        }
+        seen++;
+        team_share(t, arg->rank);
+        atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
+    }
+}
+
+ct_packed_team *ct_packed_team_start(int threads)
+{
+    if (threads <= 1) return NULL;
+    if (atomic_flag_test_and_set(&team_busy)) return NULL; /* another call has the team */
+    ct_packed_team *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        atomic_flag_clear(&team_busy);
+        return NULL;
+    }
+    t->size = CT_MIN(threads, CT_TEAM_MAX);
+    atomic_init(&t->generation, 0);
+    atomic_init(&t->done, 0);
+    atomic_init(&t->stop, 0);
+    for (int r = 1; r < t->size; r++) {
+        worker_args[r] = (worker_arg){t, r};
+        if (pthread_create(&t->workers[r], NULL, worker_main, &worker_args[r]) != 0) break;
+        t->started = r;
+    }
+    t->size = t->started + 1; /* the workers that did start */
+    if (t->size == 1) {
+        ct_packed_team_stop(t);
+        return NULL;
+    }
+    return t;
+}
+
+void ct_packed_team_gemm(ct_packed_team *t, float *c, ct_int ldc, const float *a, ct_int lda,
+                         ct_int M, const ct_packed *p, const float *bias, int accumulate)
+{
+    if (t == NULL) {
+        ct_packed_gemm(c, ldc, a, lda, M, p, bias, accumulate);
+        return;
+    }
+    t->job = (team_job){c, a, bias, p, ldc, lda, M, accumulate};
+    atomic_store_explicit(&t->done, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->generation, 1, memory_order_release);
+    team_share(t, 0);
+    long spins = 0;
+    while (atomic_load_explicit(&t->done, memory_order_acquire) < t->size - 1) relax(&spins);
+}
+
+void ct_packed_team_stop(ct_packed_team *t)
+{
+    if (t == NULL) return;
+    atomic_store_explicit(&t->stop, 1, memory_order_release);
+    for (int r = 1; r <= t->started; r++) pthread_join(t->workers[r], NULL);
+    free(t);
+    atomic_flag_clear(&team_busy);
 }

@@ -236,10 +236,11 @@ static void ct_rnn_threads_leave(int saved)
 #endif
 
 /* ---------------------------------------------------------------------------
- * The per-step product with W_hh.  In float32 on one BLAS thread W_hh is
- * packed once per call and every step runs the packed kernel (packed_gemm.h:
- * OpenBLAS would re-pack all of W_hh at every step); otherwise (float64,
- * several BLAS threads, a CPU without AVX2) each step is a BLAS GEMM.
+ * The per-step product with W_hh.  In float32 W_hh is packed once per call
+ * and every step runs the packed kernel (packed_gemm.h: OpenBLAS would
+ * re-pack all of W_hh at every step), split over the configured threads when
+ * the product is large (>= CT_RNN_SMALL_GEMM flops); otherwise (float64, a
+ * CPU without AVX2) each step is a BLAS GEMM.
  *   forward:  out (B, GH)  = h (B, H) @ W_hh^T + b_hh      (n = GH, k = H)
  *   backward: out (B, H)  += d (B, GH) @ W_hh              (n = H, k = GH) */
 typedef struct {
@@ -248,20 +249,25 @@ typedef struct {
     int transposed; /* backward's product */
     int packed;     /* 1: pk holds W_hh packed */
     ct_packed pk;
+    ct_packed_team *team; /* NULL: the packed product runs on the caller */
 } FN(step_weight);
 
-/* Returns 0, or -1 when out of memory. */
-static int FN(step_weight_init)(FN(step_weight) *sw, const real *w_hh, ct_int GH, ct_int H,
+/* Call before ct_rnn_threads_enter (reads the configured thread count).
+ * Returns 0, or -1 when out of memory. */
+static int FN(step_weight_init)(FN(step_weight) *sw, const real *w_hh, ct_int GH, ct_int H, ct_int B,
                                 int transposed)
 {
     sw->w_hh = w_hh, sw->GH = GH, sw->H = H, sw->transposed = transposed, sw->packed = 0;
+    sw->team = NULL;
 #if CT_DTYPE_IS_F32
-    if (ct_blas_get_num_threads() == 1) {
-        int status = transposed ? ct_packed_init(&sw->pk, w_hh, H, GH, 0)
-                                : ct_packed_init(&sw->pk, w_hh, GH, H, 1);
-        if (status < 0) return -1;
-        sw->packed = status == 0;
-    }
+    int status = transposed ? ct_packed_init(&sw->pk, w_hh, H, GH, 0)
+                            : ct_packed_init(&sw->pk, w_hh, GH, H, 1);
+    if (status < 0) return -1;
+    sw->packed = status == 0;
+    if (sw->packed && 2.0 * B * H * GH >= CT_RNN_SMALL_GEMM)
+        sw->team = ct_packed_team_start(ct_blas_get_num_threads());
+#else
+    (void)B;
 #endif
     return 0;
 }
@@ -269,9 +275,10 @@ static int FN(step_weight_init)(FN(step_weight) *sw, const real *w_hh, ct_int GH
 static void FN(step_weight_free)(FN(step_weight) *sw)
 {
 #if CT_DTYPE_IS_F32
+    ct_packed_team_stop(sw->team);
     if (sw->packed) ct_packed_free(&sw->pk);
 #endif
-    sw->packed = 0;
+    sw->packed = 0, sw->team = NULL;
 }
 
 static void FN(step_product)(const FN(step_weight) *sw, real *out, const real *inp, const real *bias,
@@ -280,8 +287,8 @@ static void FN(step_product)(const FN(step_weight) *sw, real *out, const real *i
 #if CT_DTYPE_IS_F32
     if (sw->packed) {
         ct_int ld = sw->transposed ? sw->H : sw->GH;
-        ct_packed_gemm(out, ld, inp, sw->transposed ? sw->GH : sw->H, B, &sw->pk, bias,
-                       sw->transposed);
+        ct_packed_team_gemm(sw->team, out, ld, inp, sw->transposed ? sw->GH : sw->H, B, &sw->pk,
+                            bias, sw->transposed);
         return;
     }
 #endif
@@ -382,13 +389,12 @@ int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x,
     int threads = ct_rnn_threads_enter(2.0 * T * B * shape->In * GH);
     FN(project)(v.gates ? v.gates : out, ld, x, w_ih, b_ih, T * B, shape->In, GH);
     ct_rnn_threads_leave(threads);
-    threads = ct_rnn_threads_enter(2.0 * B * H * GH);
     FN(step_weight) sw;
-    if (FN(step_weight_init)(&sw, w_hh, GH, H, 0) != 0) {
-        ct_rnn_threads_leave(threads);
+    if (FN(step_weight_init)(&sw, w_hh, GH, H, B, 0) != 0) {
         free(hproj);
         return -1;
     }
+    threads = ct_rnn_threads_enter(2.0 * B * H * GH);
     for (ct_int step = 0; step < T; step++) {
         FN(step_product)(&sw, hproj, v.hs + step * BH, b_hh, B);
         FN(step_forward)(shape, step, hproj, v, out);
@@ -462,12 +468,9 @@ int FN(rnn_backward)(real *dx, real *dh0, real *dc0, real *dw_ih, real *dw_hh, r
     if (dgh == NULL || dgi == NULL || dh == NULL || dc == NULL) goto done;
     if (dh_n) memcpy(dh, dh_n, (size_t)BH * sizeof(real));
     if (dc_n && v.cs) memcpy(dc, dc_n, (size_t)BH * sizeof(real));
-    int threads = ct_rnn_threads_enter(2.0 * B * H * GH);
     FN(step_weight) sw;
-    if (FN(step_weight_init)(&sw, w_hh, GH, H, 1) != 0) {
-        ct_rnn_threads_leave(threads);
-        goto done;
-    }
+    if (FN(step_weight_init)(&sw, w_hh, GH, H, B, 1) != 0) goto done;
+    int threads = ct_rnn_threads_enter(2.0 * B * H * GH);
     for (ct_int step = T - 1; step >= 0; step--) {
         FN(step_backward)(shape, step, dout, v, dh, dc, dgi, dgh);
         FN(step_product)(&sw, dh, dgh + step * B * GH, NULL, B);

@@ -10,6 +10,13 @@ __version__ = "0.1.0"
 
 import os as _os
 
+# Idle OpenBLAS threads busy-wait for 2^28 cycles (~0.1 s) after each parallel
+# GEMM before they sleep; on a core our recurrent kernels' own threads need
+# (csrc/packed_gemm.c) that spinning halved 2-thread LSTM speed.  2^20 cycles
+# (~0.3 ms) keeps back-to-back GEMMs warm.  Read once when the bundled OpenBLAS
+# loads (with _C, below); a value the user set wins.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
+
 from . import kernels
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state

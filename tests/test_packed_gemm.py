@@ -92,3 +92,28 @@ def test_packed_gemm_mode_errors():
     with pytest.raises(TypeError, match="packed_gemm: mode must be a str"):
         K.packed_gemm(3)
     assert K.packed_gemm()[0] == "auto"
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru"])
+def test_packed_team_two_threads(mode):
+    """A product of >= 16 MFLOP per step is split over the configured threads
+    by output columns: the same values as one thread, and the reference."""
+    rng = np.random.default_rng(3)
+    d = make(rng, mode, 3, 64, 16, 256)
+    lengths = np.array([3, 2, 1, 3] * 16)
+    threads = K.get_num_threads()
+    try:
+        K.set_num_threads(1)
+        one = run(f32(d), mode, lengths)
+        K.set_num_threads(2)
+        two = run(f32(d), mode, lengths)
+    finally:
+        K.set_num_threads(threads)
+    ref_out, ref_h, _ = ref_forward(d["x"], d["h0"], d["c0"], d["w_ih"], d["w_hh"], d["b_ih"], d["b_hh"], mode,
+                                    lengths=lengths)
+    np.testing.assert_allclose(two[0], ref_out, **F32)
+    np.testing.assert_allclose(two[1], ref_h, **F32)
+    np.testing.assert_allclose(two[0], one[0], rtol=1e-6, atol=1e-7)
+    for g1, g2 in zip(one[2], two[2]):
+        if g1 is not None:
+            np.testing.assert_allclose(g2, g1, rtol=2e-5, atol=2e-6)
