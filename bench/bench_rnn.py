@@ -15,6 +15,8 @@ Cases (float32, wall-clock median of REPS steps after a warm-up):
   (c) LM forward throughput - the LSTM model of (b) in eval / no_grad, in
       tokens per second (higher is better).
 Targets: (a) ours <= 0.5 x torch, (b) <= 0.8 x torch, (c) >= torch.
+Then one LSTM layer (T 50, B 64, I 512, H 512) forward with W_hh packed once
+per call (csrc/packed_gemm.c) against one OpenBLAS GEMM per step.
 The machine is shared: the load average is printed with the results.
 """
 from __future__ import annotations
@@ -120,6 +122,26 @@ def lm_forward(use_torch: bool):
     return step
 
 
+def packed_vs_blas(threads: int, reps: int) -> list:
+    """One LSTM layer forward (T 50, B 64, I 512, H 512, float32) with W_hh
+    packed once (csrc/packed_gemm.c) and with one OpenBLAS GEMM per step:
+    (mode, ms, GFLOP/s of the layer's GEMMs)."""
+    import ctransformer.kernels as K
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((LENGTH, BATCH, HID)).astype(np.float32)
+    w_ih = (rng.standard_normal((4 * HID, HID)) / 23).astype(np.float32)
+    w_hh = (rng.standard_normal((4 * HID, HID)) / 23).astype(np.float32)
+    b = np.zeros(4 * HID, np.float32)
+    flops = 2.0 * LENGTH * BATCH * HID * 4 * HID * 2
+    rows = []
+    for mode in ("auto", "off"):
+        previous, active = K.packed_gemm(mode)
+        t = median_time(lambda: K.rnn_forward(x, None, w_ih, w_hh, b, b, "lstm"), reps)
+        K.packed_gemm(previous)
+        rows.append((f"packed {active}" if mode == "auto" else "OpenBLAS per step", t * 1e3, flops / t / 1e9))
+    return rows
+
+
 def set_threads(n: int) -> None:
     ctransformer.set_num_threads(n)
     torch.set_num_threads(n)
@@ -149,6 +171,11 @@ def main() -> None:
             rows.append((threads, name, ours, ref, ratio, target))
             print(f"{threads}  {name:30s} ours {ours:9.2f}  torch {ref:9.2f}  ratio {ratio:5.2f}  "
                   f"(target {target})", flush=True)
+    print()
+    for threads in (1, 2):
+        set_threads(threads)
+        for mode, ms, gf in packed_vs_blas(threads, 3 * args.reps):
+            print(f"{threads}  LSTM layer forward, W_hh {mode:18s} {ms:7.2f} ms  {gf:6.1f} GFLOP/s", flush=True)
     print()
     print(f"load average: {os.getloadavg()}")
     print("| threads | case | ours | torch | ours/torch | target |")
