@@ -104,25 +104,6 @@ block_avx512(const int ROWS, ct_int K, const float *a, ct_int lda, const float *
     }
 }
 
-__attribute__((target("avx512f"))) static void
-gemm_avx512(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M, const ct_packed *p,
-            const float *bias, int accumulate, ct_int panel_begin, ct_int panel_end)
-{
-    for (ct_int n0 = panel_begin * 32; n0 < CT_MIN(p->N, panel_end * 32); n0 += 32) {
-        const float *panel = p->panels + (n0 / 32) * p->K * 32;
-        int cols = (int)CT_MIN(32, p->N - n0);
-        const float *bias_n = bias ? bias + n0 : NULL;
-        ct_int m = 0;
-#define CT_BLOCK(R) block_avx512(R, p->K, a + m * lda, lda, panel, c + m * ldc + n0, ldc, cols, bias_n, accumulate)
-        for (; m + 12 <= M; m += 12) CT_BLOCK(12);
-        if (m + 8 <= M) CT_BLOCK(8), m += 8;
-        if (m + 4 <= M) CT_BLOCK(4), m += 4;
-        if (m + 2 <= M) CT_BLOCK(2), m += 2;
-        if (m < M) CT_BLOCK(1);
-#undef CT_BLOCK
-    }
-}
-
 /* ---- AVX2: ROWS x 16 block; cols (<= 16) of it are stored. ---------- */
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256i lane_mask(int cols)
 {
@@ -134,7 +115,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void
 block_avx2(const int ROWS, ct_int K, const float *a, ct_int lda, const float *panel, float *c,
            ct_int ldc, int cols, const float *bias, int accumulate)
 {
-    __m256 acc[6][2];
+    __m256 acc[8][2]; /* 6 rows used; 8 keeps the driver's dead 8-row branch in bounds */
     for (int r = 0; r < ROWS; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (ct_int k = 0; k < K; k++) {
         __m256 b0 = _mm256_load_ps(panel + k * 16), b1 = _mm256_load_ps(panel + k * 16 + 8);
@@ -159,23 +140,32 @@ block_avx2(const int ROWS, ct_int K, const float *a, ct_int lda, const float *pa
     }
 }
 
-__attribute__((target("avx2,fma"))) static void
-gemm_avx2(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M, const ct_packed *p,
-          const float *bias, int accumulate, ct_int panel_begin, ct_int panel_end)
-{
-    for (ct_int n0 = panel_begin * 16; n0 < CT_MIN(p->N, panel_end * 16); n0 += 16) {
-        const float *panel = p->panels + (n0 / 16) * p->K * 16;
-        int cols = (int)CT_MIN(16, p->N - n0);
-        const float *bias_n = bias ? bias + n0 : NULL;
-        ct_int m = 0;
-#define CT_BLOCK(R) block_avx2(R, p->K, a + m * lda, lda, panel, c + m * ldc + n0, ldc, cols, bias_n, accumulate)
-        for (; m + 6 <= M; m += 6) CT_BLOCK(6);
-        if (m + 4 <= M) CT_BLOCK(4), m += 4;
-        if (m + 2 <= M) CT_BLOCK(2), m += 2;
-        if (m < M) CT_BLOCK(1);
-#undef CT_BLOCK
+/* ---- The driver of one ISA: output panels [panel_begin, panel_end) of NR
+ * columns, each by blocks of MR rows, then 8, 4, 2, 1 rows (BLOCK inlined
+ * with a constant row count, so every variant keeps its block in registers). */
+#define CT_PACKED_DRIVER(NAME, TARGET, BLOCK, NR, MR)                                              \
+    __attribute__((target(TARGET))) static void NAME(                                              \
+        float *c, ct_int ldc, const float *a, ct_int lda, ct_int M, const ct_packed *p,            \
+        const float *bias, int accumulate, ct_int panel_begin, ct_int panel_end)                   \
+    {                                                                                              \
+        for (ct_int n0 = panel_begin * NR; n0 < CT_MIN(p->N, panel_end * NR); n0 += NR) {          \
+            const float *panel = p->panels + (n0 / NR) * p->K * NR;                                \
+            int cols = (int)CT_MIN(NR, p->N - n0);                                                 \
+            const float *bias_n = bias ? bias + n0 : NULL;                                         \
+            ct_int m = 0;                                                                          \
+            for (; m + MR <= M; m += MR) BLOCK(MR);                                                \
+            if (MR > 8 && m + 8 <= M) BLOCK(8), m += 8;                                            \
+            if (m + 4 <= M) BLOCK(4), m += 4;                                                      \
+            if (m + 2 <= M) BLOCK(2), m += 2;                                                      \
+            if (m < M) BLOCK(1);                                                                   \
+        }                                                                                          \
     }
-}
+
+#define CT_BLOCK_ARGS(R) R, p->K, a + m * lda, lda, panel, c + m * ldc + n0, ldc, cols, bias_n, accumulate
+#define CT_BLOCK_AVX512(R) block_avx512(CT_BLOCK_ARGS(R))
+#define CT_BLOCK_AVX2(R) block_avx2(CT_BLOCK_ARGS(R))
+CT_PACKED_DRIVER(gemm_avx512, "avx512f", CT_BLOCK_AVX512, 32, 12)
+CT_PACKED_DRIVER(gemm_avx2, "avx2,fma", CT_BLOCK_AVX2, 16, 6)
 #endif
 
 /* Panels [panel_begin, panel_end) of the product (their output columns only). */
