@@ -122,7 +122,7 @@ def lm_forward(use_torch: bool):
     return step
 
 
-def packed_vs_blas(threads: int, reps: int) -> list:
+def packed_vs_blas(reps: int) -> list:
     """One LSTM layer forward (T 50, B 64, I 512, H 512, float32) with W_hh
     packed once (csrc/packed_gemm.c) and with one OpenBLAS GEMM per step:
     (mode, ms, GFLOP/s of the layer's GEMMs)."""
@@ -174,7 +174,7 @@ def main() -> None:
     print()
     for threads in (1, 2):
         set_threads(threads)
-        for mode, ms, gf in packed_vs_blas(threads, 3 * args.reps):
+        for mode, ms, gf in packed_vs_blas(3 * args.reps):
             print(f"{threads}  LSTM layer forward, W_hh {mode:18s} {ms:7.2f} ms  {gf:6.1f} GFLOP/s", flush=True)
     print()
     print(f"load average: {os.getloadavg()}")

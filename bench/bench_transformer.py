@@ -362,13 +362,13 @@ def bench_decode(n_tokens: int, reps: int, threads_list) -> list:
 
 
 def decode_weight_bytes(model) -> int:
-    """Bytes of weights one cached decoding step must read: every decoder
-    parameter except cross-attention's key/value projections (applied once
-    per source), the final norm and the generator (a batch-1 step is a GEMV
-    per weight: each element used once)."""
+    """Bytes of weights one cached decoding step must read: every parameter
+    of the decoder (its final norm included) and of the generator, less
+    cross-attention's key/value projections (applied once per source).  A
+    batch-1 step is a GEMV per weight: each element is used once."""
     total = 0
     for name, p in model.named_parameters():
-        if name.startswith("transformer.decoder") or name.startswith("decoder") or name.startswith("generator"):
+        if name.startswith(("decoder.", "generator.")):
             total += p.numel() * 4
             if "multihead_attn.in_proj_weight" in name or "multihead_attn.in_proj_bias" in name:
                 total -= p.numel() * 4 * 2 // 3  # the k, v rows: memory projected once

@@ -30,6 +30,8 @@ static int cpu_isa(void)
     return CT_PACKED_OFF;
 }
 
+int ct_packed_mode(void) { return packed_mode; }
+
 int ct_packed_set_mode(int mode)
 {
     int previous = packed_mode;
@@ -215,9 +217,15 @@ typedef struct {
     int accumulate;
 } team_job;
 
+typedef struct {
+    struct ct_packed_team *team;
+    int rank;
+} worker_arg;
+
 struct ct_packed_team {
     int size; /* threads including the caller */
     pthread_t workers[CT_TEAM_MAX];
+    worker_arg args[CT_TEAM_MAX];
     int started;
     team_job job;
     atomic_long generation;
@@ -225,13 +233,7 @@ struct ct_packed_team {
     atomic_int stop;
 };
 
-typedef struct {
-    ct_packed_team *team;
-    int rank;
-} worker_arg;
-
-static worker_arg worker_args[CT_TEAM_MAX]; /* one team at a time per process: see start */
-static atomic_flag team_busy = ATOMIC_FLAG_INIT;
+static atomic_flag team_busy = ATOMIC_FLAG_INIT; /* one team at a time per process */
 
 static void relax(long *spins)
 {
@@ -283,8 +285,8 @@ ct_packed_team *ct_packed_team_start(int threads)
     atomic_init(&t->done, 0);
     atomic_init(&t->stop, 0);
     for (int r = 1; r < t->size; r++) {
-        worker_args[r] = (worker_arg){t, r};
-        if (pthread_create(&t->workers[r], NULL, worker_main, &worker_args[r]) != 0) break;
+        t->args[r] = (worker_arg){t, r};
+        if (pthread_create(&t->workers[r], NULL, worker_main, &t->args[r]) != 0) break;
         t->started = r;
     }
     t->size = t->started + 1; /* the workers that did start */

@@ -30,6 +30,7 @@ enum { CT_PACKED_OFF = 0, CT_PACKED_AVX2 = 1, CT_PACKED_AVX512 = 2, CT_PACKED_AU
  * runs), or forced to AVX2 / OFF (tests compare every path).  Returns the
  * previous setting; a forced ISA the CPU lacks falls back to OFF. */
 int ct_packed_set_mode(int mode);
+int ct_packed_mode(void);
 /* The ISA ct_packed_init would use now (CT_PACKED_OFF: none). */
 int ct_packed_active_isa(void);
 

@@ -41,21 +41,19 @@ static const char *const packed_names[] = {"off", "avx2", "avx512", "auto"};
 /* packed_gemm(mode or None) -> (previous mode, isa now in use); see packed_gemm.h */
 static PyObject *py_packed_gemm(PyObject *self, PyObject *arg)
 {
-    int previous = ct_packed_set_mode(CT_PACKED_AUTO);
-    int mode = previous;
+    int previous = ct_packed_mode();
     if (arg != Py_None) {
         const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
-        mode = -1;
+        int mode = -1;
         for (int i = 0; name && i < 4; i++)
             if (strcmp(name, packed_names[i]) == 0) mode = i;
         if (mode < 0) {
-            ct_packed_set_mode(previous);
             PyErr_Format(PyExc_ValueError,
                          "packed_gemm: mode must be 'auto', 'avx512', 'avx2' or 'off', got %R", arg);
             return NULL;
         }
+        ct_packed_set_mode(mode);
     }
-    ct_packed_set_mode(mode);
     return Py_BuildValue("ss", packed_names[previous], packed_names[ct_packed_active_isa()]);
 }
 
