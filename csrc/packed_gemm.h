@@ -47,14 +47,4 @@ void ct_packed_free(ct_packed *p);
 void ct_packed_gemm(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
                     const ct_packed *p, const float *bias, int accumulate);
 
-/* Threads splitting the packed products of one sequence by output columns
- * (same result as one thread).  start: `threads` including the caller; NULL
- * when threads <= 1, when threads cannot start, or when another call holds
- * the team (one per process) - team_gemm with NULL runs on the caller alone. */
-typedef struct ct_packed_team ct_packed_team;
-ct_packed_team *ct_packed_team_start(int threads);
-void ct_packed_team_gemm(ct_packed_team *team, float *c, ct_int ldc, const float *a, ct_int lda,
-                         ct_int M, const ct_packed *p, const float *bias, int accumulate);
-void ct_packed_team_stop(ct_packed_team *team);
-
 #endif

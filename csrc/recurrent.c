@@ -23,6 +23,7 @@
 #else
 #include "linear.h"
 #include "packed_gemm.h"
+#include "parallel.h"
 #include "recurrent.h"
 
 /* The gate loops below select with comparisons (exp's clamp, relu).  Under
@@ -238,36 +239,29 @@ static void ct_rnn_threads_leave(int saved)
 /* ---------------------------------------------------------------------------
  * The per-step product with W_hh.  In float32 W_hh is packed once per call
  * and every step runs the packed kernel (packed_gemm.h: OpenBLAS would
- * re-pack all of W_hh at every step), split over the configured threads when
- * the product is large (>= CT_RNN_SMALL_GEMM flops); otherwise (float64, a
- * CPU without AVX2) each step is a BLAS GEMM.
- *   forward:  out (B, GH)  = h (B, H) @ W_hh^T + b_hh      (n = GH, k = H)
- *   backward: out (B, H)  += d (B, GH) @ W_hh              (n = H, k = GH) */
+ * re-pack all of W_hh at every step); otherwise (float64, a CPU without
+ * AVX2) each step is a BLAS GEMM.
+ *   forward:  out (M, GH)  = h (M, H) @ W_hh^T + b_hh      (n = GH, k = H)
+ *   backward: out (M, H)  += d (M, GH) @ W_hh              (n = H, k = GH)
+ * M is the caller's block of batch rows (see sweep_threads). */
 typedef struct {
     const real *w_hh;
     ct_int GH, H;
     int transposed; /* backward's product */
     int packed;     /* 1: pk holds W_hh packed */
     ct_packed pk;
-    ct_packed_team *team; /* NULL: the packed product runs on the caller */
 } FN(step_weight);
 
-/* Call before ct_rnn_threads_enter (reads the configured thread count).
- * Returns 0, or -1 when out of memory. */
-static int FN(step_weight_init)(FN(step_weight) *sw, const real *w_hh, ct_int GH, ct_int H, ct_int B,
+/* Returns 0, or -1 when out of memory. */
+static int FN(step_weight_init)(FN(step_weight) *sw, const real *w_hh, ct_int GH, ct_int H,
                                 int transposed)
 {
     sw->w_hh = w_hh, sw->GH = GH, sw->H = H, sw->transposed = transposed, sw->packed = 0;
-    sw->team = NULL;
 #if CT_DTYPE_IS_F32
     int status = transposed ? ct_packed_init(&sw->pk, w_hh, H, GH, 0)
                             : ct_packed_init(&sw->pk, w_hh, GH, H, 1);
     if (status < 0) return -1;
     sw->packed = status == 0;
-    if (sw->packed && 2.0 * B * H * GH >= CT_RNN_SMALL_GEMM)
-        sw->team = ct_packed_team_start(ct_blas_get_num_threads());
-#else
-    (void)B;
 #endif
     return 0;
 }
@@ -275,25 +269,37 @@ static int FN(step_weight_init)(FN(step_weight) *sw, const real *w_hh, ct_int GH
 static void FN(step_weight_free)(FN(step_weight) *sw)
 {
 #if CT_DTYPE_IS_F32
-    ct_packed_team_stop(sw->team);
     if (sw->packed) ct_packed_free(&sw->pk);
 #endif
-    sw->packed = 0, sw->team = NULL;
+    sw->packed = 0;
 }
 
 static void FN(step_product)(const FN(step_weight) *sw, real *out, const real *inp, const real *bias,
-                             ct_int B)
+                             ct_int M)
 {
 #if CT_DTYPE_IS_F32
     if (sw->packed) {
         ct_int ld = sw->transposed ? sw->H : sw->GH;
-        ct_packed_team_gemm(sw->team, out, ld, inp, sw->transposed ? sw->GH : sw->H, B, &sw->pk,
-                            bias, sw->transposed);
+        ct_packed_gemm(out, ld, inp, sw->transposed ? sw->GH : sw->H, M, &sw->pk, bias,
+                       sw->transposed);
         return;
     }
 #endif
-    if (sw->transposed) FN(linear_backward)(out, NULL, NULL, inp, NULL, sw->w_hh, B, sw->H, sw->GH, 1);
-    else FN(linear_forward)(out, inp, sw->w_hh, bias, B, sw->H, sw->GH);
+    if (sw->transposed) FN(linear_backward)(out, NULL, NULL, inp, NULL, sw->w_hh, M, sw->H, sw->GH, 1);
+    else FN(linear_forward)(out, inp, sw->w_hh, bias, M, sw->H, sw->GH);
+}
+
+/* Threads for the time loop.  The sequences of a batch never interact, so
+ * each thread runs the whole loop for its own block of rows and the threads
+ * meet once, at the end.  Only with the packed product (a BLAS GEMM per step
+ * would start its own threads) and only for steps of >= CT_RNN_SMALL_GEMM
+ * flops with >= CT_RNN_MIN_ROWS rows per thread. */
+#define CT_RNN_MIN_ROWS 8
+static int FN(sweep_threads)(const FN(step_weight) *sw, ct_int B)
+{
+    int threads = ct_blas_get_num_threads();
+    if (!sw->packed || threads <= 1 || 2.0 * B * sw->H * sw->GH < CT_RNN_SMALL_GEMM) return 1;
+    return (int)CT_MAX(1, CT_MIN(threads, B / CT_RNN_MIN_ROWS));
 }
 
 /* ---------------------------------------------------------------------------
@@ -337,15 +343,32 @@ static real *FN(xg_row)(const ct_rnn_shape *s, FN(rnn_saved) v, real *out, ct_in
     return v.gates ? v.gates + row * ct_rnn_saved_gate_count(s->mode) * s->H : out + row * s->H;
 }
 
-/* One forward step s over the batch.
+/* The time loop of rows [b0, b1) of the batch: what one thread runs.
+ * Forward uses hproj, out, b_hh; backward dout, dh, dc, dgi, dgh. */
+typedef struct {
+    const ct_rnn_shape *shape;
+    FN(rnn_saved) v;
+    const FN(step_weight) *sw;
+    real *hproj, *out;
+    const real *b_hh;
+    const real *dout;
+    real *dh, *dc, *dgi, *dgh;
+} FN(sweep);
+
+static void FN(row_block)(ct_int B, int rank, int size, ct_int *b0, ct_int *b1)
+{
+    *b0 = B * rank / size, *b1 = B * (rank + 1) / size;
+}
+
+/* One forward step s over rows [b0, b1).
  *   hproj (B, G*H) = hs[s] W_hh^T + b_hh;  reads v.hs[s], v.cs[s], writes [s+1]
  *   out (T, B, H) time-indexed; gates / out rows hold the x-projection until visited.
  * A row past its length keeps its state; its time slot s is padding: out = 0. */
 static void FN(step_forward)(const ct_rnn_shape *s, ct_int step, const real *hproj,
-                             FN(rnn_saved) v, real *out)
+                             FN(rnn_saved) v, real *out, ct_int b0, ct_int b1)
 {
     ct_int B = s->B, H = s->H, GH = ct_rnn_gate_count(s->mode) * H;
-    for (ct_int b = 0; b < B; b++) {
+    for (ct_int b = b0; b < b1; b++) {
         ct_int len = ct_rnn_length(s, b), row = step * B + b, next = row + B;
         const real *h = v.hs + row * H, *c = v.cs ? v.cs + row * H : NULL;
         real *h_new = v.hs + next * H, *c_new = v.cs ? v.cs + next * H : NULL;
@@ -359,6 +382,18 @@ static void FN(step_forward)(const ct_rnn_shape *s, ct_int step, const real *hpr
         FN(row_forward)(s->mode, H, FN(xg_row)(s, v, out, t, b), hproj + b * GH, h, c, h_new,
                         c_new);
         if (v.gates) memcpy(out + (t * B + b) * H, h_new, (size_t)H * sizeof(real));
+    }
+}
+
+static void FN(forward_sweep)(void *ctx, int rank, int size)
+{
+    const FN(sweep) *w = ctx;
+    ct_int B = w->shape->B, H = w->shape->H, b0, b1;
+    FN(row_block)(B, rank, size, &b0, &b1);
+    for (ct_int step = 0; step < w->shape->T; step++) {
+        FN(step_product)(w->sw, w->hproj + b0 * w->sw->GH, w->v.hs + (step * B + b0) * H, w->b_hh,
+                         b1 - b0);
+        FN(step_forward)(w->shape, step, w->hproj, w->v, w->out, b0, b1);
     }
 }
 
@@ -390,24 +425,23 @@ int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x,
     FN(project)(v.gates ? v.gates : out, ld, x, w_ih, b_ih, T * B, shape->In, GH);
     ct_rnn_threads_leave(threads);
     FN(step_weight) sw;
-    if (FN(step_weight_init)(&sw, w_hh, GH, H, B, 0) != 0) {
+    if (FN(step_weight_init)(&sw, w_hh, GH, H, 0) != 0) {
         free(hproj);
         return -1;
     }
+    FN(sweep) sweep = {.shape = shape, .v = v, .sw = &sw, .hproj = hproj, .out = out, .b_hh = b_hh};
+    int sweepers = FN(sweep_threads)(&sw, B);
     threads = ct_rnn_threads_enter(2.0 * B * H * GH);
-    for (ct_int step = 0; step < T; step++) {
-        FN(step_product)(&sw, hproj, v.hs + step * BH, b_hh, B);
-        FN(step_forward)(shape, step, hproj, v, out);
-    }
-    FN(step_weight_free)(&sw);
+    ct_parallel_run(sweepers, FN(forward_sweep), &sweep);
     ct_rnn_threads_leave(threads);
+    FN(step_weight_free)(&sw);
     if (h_n) memcpy(h_n, v.hs + T * BH, (size_t)BH * sizeof(real));
     if (c_n && v.cs) memcpy(c_n, v.cs + T * BH, (size_t)BH * sizeof(real));
     free(hproj);
     return 0;
 }
 
-/* One backward step s over the batch.
+/* One backward step s over rows [b0, b1).
  *   dh, dc (B, H)   in: dL/d(state after step s) excluding out[t]; out: the part
  *                   of dL/d(state before step s) that bypasses W_hh
  *   dgi (T, B, G*H) time-indexed dL/d(x W_ih^T + b_ih)
@@ -415,10 +449,11 @@ int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x,
  *                   the two are equal and time = step (forward rnn / lstm)
  * Padding rows pass dh, dc through and get zero gate gradients. */
 static void FN(step_backward)(const ct_rnn_shape *s, ct_int step, const real *dout,
-                              FN(rnn_saved) v, real *dh, real *dc, real *dgi, real *dgh)
+                              FN(rnn_saved) v, real *dh, real *dc, real *dgi, real *dgh,
+                              ct_int b0, ct_int b1)
 {
     ct_int B = s->B, H = s->H, GH = ct_rnn_gate_count(s->mode) * H;
-    for (ct_int b = 0; b < B; b++) {
+    for (ct_int b = b0; b < b1; b++) {
         ct_int len = ct_rnn_length(s, b), row = step * B + b, next = row + B;
         real *dgh_row = dgh + row * GH;
         if (step >= len) {
@@ -439,6 +474,17 @@ static void FN(step_backward)(const ct_rnn_shape *s, ct_int step, const real *do
                          s->mode == CT_GRU ? dgh_row : NULL);
         if (s->mode != CT_GRU && dgh_row != dgi_row)
             memcpy(dgh_row, dgi_row, (size_t)GH * sizeof(real));
+    }
+}
+
+static void FN(backward_sweep)(void *ctx, int rank, int size)
+{
+    const FN(sweep) *w = ctx;
+    ct_int B = w->shape->B, H = w->shape->H, GH = w->sw->GH, b0, b1;
+    FN(row_block)(B, rank, size, &b0, &b1);
+    for (ct_int step = w->shape->T - 1; step >= 0; step--) {
+        FN(step_backward)(w->shape, step, w->dout, w->v, w->dh, w->dc, w->dgi, w->dgh, b0, b1);
+        FN(step_product)(w->sw, w->dh + b0 * H, w->dgh + (step * B + b0) * GH, NULL, b1 - b0);
     }
 }
 
@@ -469,14 +515,14 @@ int FN(rnn_backward)(real *dx, real *dh0, real *dc0, real *dw_ih, real *dw_hh, r
     if (dh_n) memcpy(dh, dh_n, (size_t)BH * sizeof(real));
     if (dc_n && v.cs) memcpy(dc, dc_n, (size_t)BH * sizeof(real));
     FN(step_weight) sw;
-    if (FN(step_weight_init)(&sw, w_hh, GH, H, B, 1) != 0) goto done;
+    if (FN(step_weight_init)(&sw, w_hh, GH, H, 1) != 0) goto done;
+    FN(sweep) sweep = {.shape = shape, .v = v, .sw = &sw, .dout = dout, .dh = dh, .dc = dc,
+                       .dgi = dgi, .dgh = dgh};
+    int sweepers = FN(sweep_threads)(&sw, B);
     int threads = ct_rnn_threads_enter(2.0 * B * H * GH);
-    for (ct_int step = T - 1; step >= 0; step--) {
-        FN(step_backward)(shape, step, dout, v, dh, dc, dgi, dgh);
-        FN(step_product)(&sw, dh, dgh + step * B * GH, NULL, B);
-    }
-    FN(step_weight_free)(&sw);
+    ct_parallel_run(sweepers, FN(backward_sweep), &sweep);
     ct_rnn_threads_leave(threads);
+    FN(step_weight_free)(&sw);
     if (dh0)
         for (ct_int k = 0; k < BH; k++) dh0[k] += dh[k];
     if (dc0 && v.cs)
