@@ -15,6 +15,14 @@ Cases (float32, wall-clock median of REPS steps after a warm-up):
   (c) LM forward throughput - the LSTM model of (b) in eval / no_grad, in
       tokens per second (higher is better).
 Targets: (a) ours <= 0.5 x torch, (b) <= 0.8 x torch, (c) >= torch.
+Ours and torch alternate step by step (warm-up first), so a slow spell of
+the shared machine hits both; each figure is the median of its REPS steps.
+For (b) the GEMM floor follows: every GEMM of the step (input projections,
+recurrent products forward and backward, weight and input gradients, the
+output Linear) through raw OpenBLAS sgemm (bench_linear.sgemm) into
+preallocated arrays, the T per-step products merged into one big GEMM (a
+lower bound: see lm_gemms) - the step with nothing but its matrix products
+at OpenBLAS's best speed, against 0.8 x torch.
 Then one LSTM layer (T 50, B 64, I 512, H 512) forward with W_hh packed once
 per call (csrc/packed_gemm.c) against one OpenBLAS GEMM per step.
 The machine is shared: the load average is printed with the results.
@@ -42,14 +50,21 @@ VOCAB, EMB, HID, BATCH, LENGTH = 1000, 256, 512, 64, 50
 
 
 def median_time(fn, reps: int, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
+    return paired_times([fn], reps, warmup)[0]
+
+
+def paired_times(fns, reps: int, warmup: int = 1) -> list:
+    """Median seconds of each fn, the fns taking turns rep by rep."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times = [[] for _ in fns]
     for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, ts in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - start)
+    return [statistics.median(ts) for ts in times]
 
 
 # ---------------------------------------------------------------- (a) seq2seq
@@ -122,6 +137,50 @@ def lm_forward(use_torch: bool):
     return step
 
 
+def lm_gemms(kind: str) -> list:
+    """The GEMMs of one LM training step (b): (count, trans_a, trans_b, m, n, k),
+    row-major c (m, n) = op(a) @ op(b).  The T per-step recurrent products
+    (B rows each) are listed as one GEMM of all T*B rows: the same flops in
+    the shape sgemm runs fastest, which no recurrence can use - so the floor
+    is a lower bound for any implementation on OpenBLAS-class GEMMs."""
+    from bench_linear import CBLAS_NO_TRANS as N_, CBLAS_TRANS as T_
+    G = {"LSTM": 4, "GRU": 3}[kind]
+    rows, GH = BATCH * LENGTH, G * HID
+    gemms = []
+    for inp in (EMB, HID):  # layer 1, layer 2
+        gemms += [(1, N_, T_, rows, GH, inp),        # x W_ih^T, all steps
+                  (1, N_, T_, rows, GH, HID),        # h W_hh^T, all steps at once
+                  (1, N_, N_, rows, HID, GH),        # dgates W_hh, all steps at once
+                  (1, T_, N_, GH, inp, rows),        # dW_ih = dgates^T x
+                  (1, N_, N_, rows, inp, GH),        # dx = dgates W_ih
+                  (1, T_, N_, GH, HID, rows)]        # dW_hh = dgates^T h
+    gemms += [(1, N_, T_, rows, VOCAB, HID),         # logits
+              (1, N_, N_, rows, HID, VOCAB),         # dh = dlogits W
+              (1, T_, N_, VOCAB, HID, rows)]         # dW = dlogits^T h
+    return gemms
+
+
+def gemm_floor(kind: str, reps: int) -> tuple:
+    """(GFLOP, seconds) of lm_gemms(kind) through raw OpenBLAS sgemm."""
+    from bench_linear import CBLAS_NO_TRANS, load_openblas, sgemm
+    lib = load_openblas()
+    rng = np.random.default_rng(0)
+    calls, flops = [], 0.0
+    for count, ta, tb, m, n, k in lm_gemms(kind):
+        a = rng.standard_normal((m, k) if ta == CBLAS_NO_TRANS else (k, m)).astype(np.float32)
+        b = rng.standard_normal((k, n) if tb == CBLAS_NO_TRANS else (n, k)).astype(np.float32)
+        c = np.empty((m, n), np.float32)
+        calls.append((count, ta, tb, m, n, k, a, b, c))
+        flops += 2.0 * count * m * n * k
+
+    def run():
+        for count, ta, tb, m, n, k, a, b, c in calls:
+            for _ in range(count):
+                sgemm(lib, ta, tb, m, n, k, a, a.shape[1], b, b.shape[1], c, n)
+
+    return flops / 1e9, median_time(run, reps)
+
+
 def packed_vs_blas(reps: int) -> list:
     """One LSTM layer forward (T 50, B 64, I 512, H 512, float32) with W_hh
     packed once (csrc/packed_gemm.c) and with one OpenBLAS GEMM per step:
@@ -151,7 +210,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    rows = []
+    rows, floors = [], []
     for threads in (1, 2):
         set_threads(threads)
         cases = [("(a) seq2seq epoch [ms]", lambda t: seq2seq_step(t), 6 * args.reps, 1e3, "<= 0.5"),
@@ -159,8 +218,7 @@ def main() -> None:
                  ("(b) GRU LM train step [ms]", lambda t: lm_train_step(t, "GRU"), args.reps, 1e3, "<= 0.8"),
                  ("(c) LSTM LM forward [ktok/s]", lambda t: lm_forward(t), args.reps, None, ">= 1")]
         for name, make, reps, scale, target in cases:
-            t_ours = median_time(make(False), reps)
-            t_torch = median_time(make(True), reps)
+            t_ours, t_torch = paired_times([make(False), make(True)], reps)
             if scale is None:  # throughput
                 tok = BATCH * LENGTH / 1e3
                 ours, ref = tok / t_ours, tok / t_torch
@@ -171,6 +229,13 @@ def main() -> None:
             rows.append((threads, name, ours, ref, ratio, target))
             print(f"{threads}  {name:30s} ours {ours:9.2f}  torch {ref:9.2f}  ratio {ratio:5.2f}  "
                   f"(target {target})", flush=True)
+            if name.startswith("(b)"):
+                kind = name.split()[1]
+                gflop, t_floor = gemm_floor(kind, args.reps)
+                floors.append((threads, kind, gflop, t_floor * 1e3, ours, ref))
+                print(f"{threads}  {kind} step GEMMs {gflop:.1f} GFLOP: sgemm floor {t_floor * 1e3:.1f} ms "
+                      f"({gflop / t_floor:.1f} GFLOP/s), ours {gflop / t_ours:.1f} GFLOP/s, "
+                      f"floor / torch {t_floor * 1e3 / ref:.2f} (target 0.8)", flush=True)
     print()
     for threads in (1, 2):
         set_threads(threads)
@@ -182,6 +247,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for threads, name, ours, ref, ratio, target in rows:
         print(f"| {threads} | {name} | {ours:.2f} | {ref:.2f} | {ratio:.2f} | {target} |")
+    print()
+    print("| threads | step | GEMM GFLOP | sgemm floor ms | floor GFLOP/s | ours GFLOP/s | floor / torch |")
+    print("|---|---|---|---|---|---|---|")
+    for threads, kind, gflop, floor_ms, ours, ref in floors:
+        print(f"| {threads} | {kind} | {gflop:.1f} | {floor_ms:.1f} | {gflop / floor_ms * 1e3:.1f} | "
+              f"{gflop / ours * 1e3:.1f} | {floor_ms / ref:.2f} |")
 
 
 if __name__ == "__main__":
