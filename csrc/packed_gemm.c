@@ -56,13 +56,19 @@ int ct_packed_init(ct_packed *p, const float *w, ct_int N, ct_int K, int w_is_nk
     size_t bytes = (size_t)CT_MAX(n_panels * K * p->nr, 1) * sizeof(float);
     p->panels = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (p->panels == NULL) return -1;
+    int nr = p->nr;
     for (ct_int panel = 0; panel < n_panels; panel++) {
-        float *dst = p->panels + panel * K * p->nr;
-        for (ct_int k = 0; k < K; k++)
-            for (ct_int j = 0; j < p->nr; j++) {
-                ct_int n = panel * p->nr + j;
-                dst[k * p->nr + j] = n >= N ? 0.0f : w_is_nk ? w[n * K + k] : w[k * N + n];
+        float *dst = p->panels + panel * K * nr;
+        ct_int n0 = panel * nr, cols = CT_MIN(nr, N - n0);
+        if (cols < nr) memset(dst, 0, (size_t)K * nr * sizeof(float));
+        if (w_is_nk) /* column j of the panel is row n0 + j of w: read rows whole */
+            for (ct_int j = 0; j < cols; j++) {
+                const float *src = w + (n0 + j) * K;
+                for (ct_int k = 0; k < K; k++) dst[k * nr + j] = src[k];
             }
+        else /* row k of the panel is a slice of row k of w */
+            for (ct_int k = 0; k < K; k++)
+                memcpy(dst + k * nr, w + k * N + n0, (size_t)cols * sizeof(float));
     }
     return 0;
 }

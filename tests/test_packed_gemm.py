@@ -50,7 +50,8 @@ def run(d, mode, lengths=None):
     return out, h_n, grads
 
 
-SHAPES = [(3, 1, 4, 5), (4, 13, 7, 20), (3, 25, 3, 33), (2, 12, 40, 64)]
+# T >= 3: shorter sequences keep the BLAS product (CT_RNN_PACK_MIN_STEPS in csrc/recurrent.c)
+SHAPES = [(3, 1, 4, 5), (4, 13, 7, 20), (3, 25, 3, 33), (3, 12, 40, 64)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
