@@ -310,20 +310,31 @@ def translate(model, word):
 """
 
 
-def test_verbatim_seed_decodes_like_torch():
-    """The seed's own (misaligned) objective: ours and torch, trained from the
-    same weights with the same teacher-forcing draws, decode alike."""
+def test_verbatim_seed_5000_epochs_like_torch():
+    """The issue's run: the seed's code as pasted (its own, misaligned
+    objective; Adam lr 1e-3), 5000 epochs from the same weights with the same
+    teacher-forcing draws in both libraries: the same loss curve and the same
+    decoded words.  (~30 s ours + ~60 s torch on 1 core.)"""
     torch = pytest.importorskip("torch")
     torch.manual_seed(1)
     ours, ref = load(False), load(True)
     m_c, crit_c, opt_c, *data_c = ours["build"]()
     m_t, crit_t, opt_t, *data_t = ref["build"]()
     copy_weights(m_c, m_t)
-    for epoch in range(60):
+    curve_c, curve_t = [], []
+    for epoch in range(5000):
         random.seed(epoch)
-        ours["train_epoch"](m_c, crit_c, opt_c, *data_c)
+        loss_c = ours["train_epoch"](m_c, crit_c, opt_c, *data_c).item()
         random.seed(epoch)
-        ref["train_epoch"](m_t, crit_t, opt_t, *data_t)
+        loss_t = ref["train_epoch"](m_t, crit_t, opt_t, *data_t).item()
+        if epoch % 250 == 249:
+            curve_c.append(loss_c)
+            curve_t.append(loss_t)
+    # float32 rounding differs between the libraries' kernels and compounds
+    # over 5000 Adam steps; measured at these checkpoints: at most 5e-4 of the
+    # loss and 3e-8 absolute, on a curve from 3.4 down to 3e-5
+    np.testing.assert_allclose(curve_c, curve_t, rtol=1e-3, atol=1e-6)
+    assert curve_c[-1] < 1e-3, curve_c  # trained: ~3.4 at the start, ~3e-5 at the end
     for src, _ in ours["seq_data"]:
         assert ours["translate"](m_c, src) == ref["translate"](m_t, src)
     assert ours["translate"](m_c, "man").startswith("S")  # bug 3 above, in both
