@@ -41,34 +41,36 @@ def f32(d):
     return {k: None if v is None else v.astype(np.float32) for k, v in d.items()}
 
 
-def run(d, mode, lengths=None):
+def run(d, mode, lengths=None, reverse=False):
     out, h_n, c_n, saved = K.rnn_forward(d["x"], d["h0"], d["w_ih"], d["w_hh"], d["b_ih"], d["b_hh"], mode,
-                                         c0=d["c0"], lengths=lengths)
+                                         c0=d["c0"], lengths=lengths, reverse=reverse)
     dout = np.cos(np.arange(out.size)).reshape(out.shape).astype(out.dtype)
     grads = K.rnn_backward(dout, None, None, d["x"], d["h0"], d["c0"], d["w_ih"], d["w_hh"], d["b_ih"], d["b_hh"],
-                           saved, mode, lengths=lengths)
+                           saved, mode, lengths=lengths, reverse=reverse)
     return out, h_n, grads
 
 
-# T >= 3: shorter sequences keep the BLAS product (CT_RNN_PACK_MIN_STEPS in csrc/recurrent.c)
-SHAPES = [(3, 1, 4, 5), (4, 13, 7, 20), (3, 25, 3, 33), (3, 12, 40, 64)]
+# T >= 3: shorter sequences keep the BLAS product (CT_RNN_PACK_MIN_STEPS in
+# csrc/recurrent.c).
+SHAPES = [(3, 1, 4, 5), (4, 13, 7, 20), (3, 25, 3, 33), (3, 12, 40, 64), (5, 7, 9, 32)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
 @pytest.mark.parametrize("mode", ["rnn_tanh", "lstm", "gru"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "T%dB%dI%dH%d" % s)
-def test_packed_matches_reference(isa, mode, shape):
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_packed_matches_reference(isa, mode, shape, reverse):
     rng = np.random.default_rng(sum(shape))
     d = make(rng, mode, *shape)
     lengths = np.maximum(1, shape[0] - np.arange(shape[1]) % shape[0])
-    out, h_n, grads = run(f32(d), mode, lengths)
+    out, h_n, grads = run(f32(d), mode, lengths, reverse)
     ref_out, ref_h, _ = ref_forward(d["x"], d["h0"], d["c0"], d["w_ih"], d["w_hh"], d["b_ih"], d["b_hh"], mode,
-                                    lengths=lengths)
+                                    lengths=lengths, reverse=reverse)
     np.testing.assert_allclose(out, ref_out, **F32)
     np.testing.assert_allclose(h_n, ref_h, **F32)
     # gradients: the float64 kernel (BLAS path, checked by finite differences
     # in test_kernels_recurrent) is the reference
-    _, _, grads64 = run(d, mode, lengths)
+    _, _, grads64 = run(d, mode, lengths, reverse)
     for name, g, g64 in zip(["dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh"], grads, grads64):
         if g64 is None:
             assert g is None, name
