@@ -19,13 +19,13 @@ Targets: (a) ours <= 0.5 x torch, (b) <= 0.8 x torch, (c) >= torch.
 Ours and torch alternate step by step (warm-up first), so a slow spell of
 the shared machine hits both; the table also gives the ratio of each
 library's fastest rep (the least disturbed one: noise only adds time).
-For (b) a third contestant takes its turn in
-the same alternation, the GEMM floor: every GEMM of the step (input projections,
-recurrent products forward and backward, weight and input gradients, the
-output Linear) through raw OpenBLAS sgemm (bench_linear.sgemm) into
-preallocated arrays, the T per-step products merged into one big GEMM (a
-lower bound: see lm_gemms) - the step with nothing but its matrix products
-at OpenBLAS's best speed, against 0.8 x torch.
+For (b) a third contestant takes its turn in the same alternation, the GEMM
+floor: every GEMM of the step (input projections, recurrent products forward
+and backward, weight and input gradients, the output Linear) through raw
+OpenBLAS sgemm (bench_linear.sgemm) into preallocated arrays, the T per-step
+products merged into one big GEMM (a lower bound: see lm_gemms) - the step
+with nothing but its matrix products at OpenBLAS's best speed, against
+0.8 x torch.
 Then one LSTM layer (T 50, B 64, I 512, H 512) forward with W_hh packed once
 per call (csrc/packed_gemm.c) against one OpenBLAS GEMM per step.
 The machine is shared: the load average is printed with the results.
@@ -141,7 +141,7 @@ def lm_forward(use_torch: bool):
 
 
 def lm_gemms(kind: str) -> list:
-    """The GEMMs of one LM training step (b): (count, trans_a, trans_b, m, n, k),
+    """The GEMMs of one LM training step (b): (trans_a, trans_b, m, n, k),
     row-major c (m, n) = op(a) @ op(b).  The T per-step recurrent products
     (B rows each) are listed as one GEMM of all T*B rows: the same flops in
     the shape sgemm runs fastest, which no recurrence can use - so the floor
@@ -151,15 +151,15 @@ def lm_gemms(kind: str) -> list:
     rows, GH = BATCH * LENGTH, G * HID
     gemms = []
     for inp in (EMB, HID):  # layer 1, layer 2
-        gemms += [(1, N_, T_, rows, GH, inp),        # x W_ih^T, all steps
-                  (1, N_, T_, rows, GH, HID),        # h W_hh^T, all steps at once
-                  (1, N_, N_, rows, HID, GH),        # dgates W_hh, all steps at once
-                  (1, T_, N_, GH, inp, rows),        # dW_ih = dgates^T x
-                  (1, N_, N_, rows, inp, GH),        # dx = dgates W_ih
-                  (1, T_, N_, GH, HID, rows)]        # dW_hh = dgates^T h
-    gemms += [(1, N_, T_, rows, VOCAB, HID),         # logits
-              (1, N_, N_, rows, HID, VOCAB),         # dh = dlogits W
-              (1, T_, N_, VOCAB, HID, rows)]         # dW = dlogits^T h
+        gemms += [(N_, T_, rows, GH, inp),        # x W_ih^T, all steps
+                  (N_, T_, rows, GH, HID),        # h W_hh^T, all steps at once
+                  (N_, N_, rows, HID, GH),        # dgates W_hh, all steps at once
+                  (T_, N_, GH, inp, rows),        # dW_ih = dgates^T x
+                  (N_, N_, rows, inp, GH),        # dx = dgates W_ih
+                  (T_, N_, GH, HID, rows)]        # dW_hh = dgates^T h
+    gemms += [(N_, T_, rows, VOCAB, HID),         # logits
+              (N_, N_, rows, HID, VOCAB),         # dh = dlogits W
+              (T_, N_, VOCAB, HID, rows)]         # dW = dlogits^T h
     return gemms
 
 
@@ -170,17 +170,16 @@ def gemm_floor(kind: str) -> tuple:
     lib = load_openblas()
     rng = np.random.default_rng(0)
     calls, flops = [], 0.0
-    for count, ta, tb, m, n, k in lm_gemms(kind):
+    for ta, tb, m, n, k in lm_gemms(kind):
         a = rng.standard_normal((m, k) if ta == CBLAS_NO_TRANS else (k, m)).astype(np.float32)
         b = rng.standard_normal((k, n) if tb == CBLAS_NO_TRANS else (n, k)).astype(np.float32)
         c = np.empty((m, n), np.float32)
-        calls.append((count, ta, tb, m, n, k, a, b, c))
-        flops += 2.0 * count * m * n * k
+        calls.append((ta, tb, m, n, k, a, b, c))
+        flops += 2.0 * m * n * k
 
     def run():
-        for count, ta, tb, m, n, k, a, b, c in calls:
-            for _ in range(count):
-                sgemm(lib, ta, tb, m, n, k, a, a.shape[1], b, b.shape[1], c, n)
+        for ta, tb, m, n, k, a, b, c in calls:
+            sgemm(lib, ta, tb, m, n, k, a, a.shape[1], b, b.shape[1], c, n)
 
     return flops / 1e9, run
 
