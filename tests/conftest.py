@@ -68,3 +68,26 @@ def run_isolated(code: str, timeout: int = 120) -> subprocess.CompletedProcess:
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(autouse=True)
+def _golden_reference(request):
+    """Binds golden.torch_reference (helpers' route to torch) to this test."""
+    import golden
+    golden.current = golden.TorchReference(request.node.nodeid)
+    yield
+    golden.current = None
+
+
+@pytest.fixture
+def torch_ref(_golden_reference):
+    """Torch reference values, live or from the golden fixtures (tests/golden.py)."""
+    import golden
+    return golden.current
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import golden
+    if golden.mode() == "record":
+        for path in golden.write_recorded():
+            print(f"\ngolden: wrote {os.path.relpath(path)}")

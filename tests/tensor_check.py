@@ -2,11 +2,10 @@
 (``op(lib, *tensors)`` with lib = ctransformer or torch) in both libraries
 and compare forward values and input gradients; float64 gradchecks."""
 import numpy as np
-import pytest
-
 import ctransformer as ct
 from ctransformer.autograd import gradcheck
 from conftest import F32
+from golden import torch_reference
 
 
 def _outputs(out):
@@ -20,43 +19,55 @@ def _to_np(t):
     return np.asarray(t)
 
 
+def _run(lib, op, arrays, grad, seed):
+    """op in one library: forward, a seeded random weighting of every float
+    output that requires grad, backward.  Returns (outputs, input grads)."""
+    rng = np.random.default_rng(seed)
+    ins = []
+    for i, a in enumerate(arrays):
+        if isinstance(a, np.ndarray):
+            t = lib.tensor(a.copy())
+            if i in grad:
+                t.requires_grad_(True)
+        else:
+            t = a
+        ins.append(t)
+    outs = _outputs(op(lib, *ins))
+    loss = None
+    for o in outs:
+        value = _to_np(o)
+        if value.dtype.kind != "f":
+            continue
+        weight = rng.standard_normal(np.shape(value)).astype(value.dtype)
+        if getattr(o, "requires_grad", False):
+            term = (o * lib.tensor(weight)).sum()
+            loss = term if loss is None else loss + term
+    if loss is not None:
+        loss.backward()
+    grads = [None if not isinstance(t, lib.Tensor) or getattr(t, "grad", None) is None
+             else _to_np(t.grad) for t in ins]
+    return [_to_np(o) for o in outs], grads
+
+
 def run_both(op, *arrays, grad=None, seed=0):
-    """Run op in ctransformer and torch on the same inputs.
+    """Run op in ctransformer and torch (live, or its golden fixture) on the
+    same inputs.
 
     arrays: NumPy arrays (float arrays require grad unless ``grad`` lists
     which positions do).  Returns ((ours_outs, torch_outs), (ours_grads,
     torch_grads)) as NumPy arrays."""
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(seed)
     if grad is None:
         grad = [i for i, a in enumerate(arrays) if np.asarray(a).dtype.kind == "f"]
-    results = {}
-    seeds = None
-    for name, lib in (("ours", ct), ("torch", torch)):
-        ins = []
-        for i, a in enumerate(arrays):
-            if isinstance(a, np.ndarray):
-                t = lib.tensor(a.copy())
-                if i in grad:
-                    t.requires_grad_(True)
-            else:
-                t = a
-            ins.append(t)
-        outs = _outputs(op(lib, *ins))
-        if seeds is None:
-            seeds = [rng.standard_normal(np.shape(_to_np(o))).astype(_to_np(o).dtype)
-                     if _to_np(o).dtype.kind == "f" else None for o in outs]
-        loss = None
-        for o, s in zip(outs, seeds):
-            if s is not None and getattr(o, "requires_grad", False):
-                term = (o * lib.tensor(s)).sum()
-                loss = term if loss is None else loss + term
-        if loss is not None:
-            loss.backward()
-        grads = [None if not isinstance(t, type(ins[0])) or getattr(t, "grad", None) is None
-                 else _to_np(t.grad) for t in ins] if ins else []
-        results[name] = ([_to_np(o) for o in outs], grads)
-    return results["ours"], results["torch"]
+    inputs = {f"arg{i}": a for i, a in enumerate(arrays) if isinstance(a, np.ndarray)}
+
+    def torch_side(torch):
+        outs, grads = _run(torch, op, arrays, grad, seed)
+        return dict(outs=list(outs), grads=[np.zeros(0) if g is None else g for g in grads],
+                    has_grad=[g is not None for g in grads] + [False])
+
+    ref = torch_reference(torch_side, inputs)
+    torch_grads = [g if has else None for g, has in zip(ref["grads"], ref["has_grad"])]
+    return _run(ct, op, arrays, grad, seed), (list(ref["outs"]), torch_grads)
 
 
 def assert_parity(op, *arrays, grad=None, seed=0, tol=None, check_dtype=True):

@@ -89,20 +89,23 @@ def test_matmul_forward_backward(rng, ashape, bshape):
     check_grads(K.matmul_forward, grads, dict(a=a, b=b), ["a", "b"])
 
 
-def test_linear_torch_parity(rng):
-    torch = pytest.importorskip("torch")
+def test_linear_torch_parity(rng, torch_ref):
     x = rng.standard_normal((6, 10)).astype(np.float32)
-    lin = torch.nn.Linear(10, 7)
-    w, b = lin.weight.detach().numpy(), lin.bias.detach().numpy()
-    xt = torch.tensor(x, requires_grad=True)
-    out = lin(xt)
     dout = rng.standard_normal((6, 7)).astype(np.float32)
-    out.backward(torch.tensor(dout))
-    np.testing.assert_allclose(K.linear_forward(x, w, b), out.detach().numpy(), **F32)
-    dx, dw, db = K.linear_backward(dout, x, w)
-    np.testing.assert_allclose(dx, xt.grad.numpy(), **F32)
-    np.testing.assert_allclose(dw, lin.weight.grad.numpy(), **F32)
-    np.testing.assert_allclose(db, lin.bias.grad.numpy(), **F32)
+
+    def torch_side(torch):
+        lin = torch.nn.Linear(10, 7)
+        xt = torch.tensor(x, requires_grad=True)
+        out = lin(xt)
+        out.backward(torch.tensor(dout))
+        return dict(w=lin.weight, b=lin.bias, out=out, dx=xt.grad, dw=lin.weight.grad, db=lin.bias.grad)
+
+    ref = torch_ref(torch_side, inputs=dict(x=x, dout=dout))
+    np.testing.assert_allclose(K.linear_forward(x, ref["w"], ref["b"]), ref["out"], **F32)
+    dx, dw, db = K.linear_backward(dout, x, ref["w"])
+    np.testing.assert_allclose(dx, ref["dx"], **F32)
+    np.testing.assert_allclose(dw, ref["dw"], **F32)
+    np.testing.assert_allclose(db, ref["db"], **F32)
 
 
 def test_huge_dimension_mismatch_does_not_crash():
