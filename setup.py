@@ -8,6 +8,15 @@ copy, so nothing depends on scipy-openblas32 at run time.  Set
 
 Flags: -O3 without -march=native or -ffast-math; hot loops use
 ``target_clones`` (see csrc/ct.h) for runtime dispatch on vector width.
+
+Two extras:
+- the C sources (csrc/) are installed as ``ctransformer/_csrc`` so that
+  ``ctransformer.kernels.source(name)`` shows the C that runs;
+- ``pip install .`` from a checkout also copies the built extension (and the
+  bundled OpenBLAS) into the checkout's ``ctransformer/``.  ``python -m
+  ctransformer`` and ``python -c "import ctransformer"`` started at the
+  repository root import the checkout (Python puts the current directory
+  first on sys.path), and this makes that copy of the package complete.
 """
 import glob
 import os
@@ -17,6 +26,7 @@ import subprocess
 import numpy
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIBS_DIR = "_libs"
@@ -46,18 +56,39 @@ INCS, LIB_DIRS, LIBS, MACROS, BUNDLED_SO = blas_config()
 
 
 class BuildExt(build_ext):
-    """Copies the bundled OpenBLAS next to the extension."""
+    """Copies the bundled OpenBLAS next to the extension, and the extension
+    into the checkout when it was built elsewhere (see the module docstring)."""
 
     def run(self):
         super().run()
-        if BUNDLED_SO is None:
-            return
-        targets = {os.path.join(self.build_lib, "ctransformer", LIBS_DIR)}
-        if self.inplace:
-            targets.add(os.path.join(HERE, "ctransformer", LIBS_DIR))
-        for target in targets:
-            os.makedirs(target, exist_ok=True)
-            shutil.copy2(BUNDLED_SO, os.path.join(target, os.path.basename(BUNDLED_SO)))
+        package_dirs = {os.path.join(self.build_lib, "ctransformer")}
+        checkout_package = os.path.join(HERE, "ctransformer")
+        if self.inplace or os.path.isdir(checkout_package):
+            package_dirs.add(checkout_package)
+        for package_dir in package_dirs:
+            self.copy_runtime(package_dir)
+
+    def copy_runtime(self, package_dir):
+        if BUNDLED_SO is not None:
+            libs = os.path.join(package_dir, LIBS_DIR)
+            os.makedirs(libs, exist_ok=True)
+            shutil.copy2(BUNDLED_SO, os.path.join(libs, os.path.basename(BUNDLED_SO)))
+        built = self.get_ext_fullpath("ctransformer._C")
+        target = os.path.join(package_dir, os.path.basename(built))
+        if os.path.exists(built) and os.path.abspath(built) != os.path.abspath(target):
+            shutil.copy2(built, target)
+
+
+class BuildPy(build_py):
+    """Installs the C sources as package data (ctransformer/_csrc)."""
+
+    def run(self):
+        super().run()
+        target = os.path.join(self.build_lib, "ctransformer", "_csrc")
+        for path in glob.glob(os.path.join(HERE, "csrc", "**", "*.[ch]"), recursive=True):
+            dest = os.path.join(target, os.path.relpath(path, os.path.join(HERE, "csrc")))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(path, dest)
 
 
 sources = sorted(glob.glob("csrc/*.c")) + sorted(glob.glob("csrc/py/*.c"))
@@ -76,4 +107,4 @@ ext = Extension(
     depends=glob.glob("csrc/*.h") + glob.glob("csrc/py/*.h"),
 )
 
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

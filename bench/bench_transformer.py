@@ -31,7 +31,6 @@ step (the machine is shared: the load average is printed with the table), at
 from __future__ import annotations
 
 import argparse
-import ctypes
 import math
 import os
 import resource

@@ -17,7 +17,29 @@ import os as _os
 # loads (with _C, below); a value the user set wins.
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
-from . import kernels
+
+def _load_extension() -> None:
+    """Import the compiled kernels (ctransformer._C) first, so that a source
+    tree without them fails with one sentence and the fix, not with an
+    import error from deep inside a submodule."""
+    try:
+        from . import _C  # noqa: F401
+    except ImportError as exc:
+        here = _os.path.dirname(_os.path.abspath(__file__))
+        built = [n for n in _os.listdir(here) if n.startswith("_C.") and n.endswith((".so", ".pyd"))]
+        if built:  # compiled but unloadable (wrong Python, missing OpenBLAS, ...)
+            raise ImportError(f"ctransformer's C extension in {here} failed to load ({exc}); rebuild it "
+                              "with `pip install .` from the repository root") from exc
+        raise ImportError(
+            f"ctransformer's C extension (ctransformer._C) is not built in {here}: this is a source "
+            "tree. Build it with `pip install .` from the repository root (which also makes this "
+            "tree importable), or `pip install -e . --no-build-isolation` for development "
+            "(see CONTRIBUTING.md).") from None
+
+
+_load_extension()
+
+from . import kernels  # noqa: E402
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 import builtins as _builtins
@@ -32,8 +54,9 @@ from . import autograd
 
 
 def set_num_threads(n: int) -> None:
-    """One knob for every thread we use (OpenBLAS's pool; our kernels run in
-    the calling thread).  OMP_NUM_THREADS / OPENBLAS_NUM_THREADS are read at import."""
+    """One knob for every thread we use: OpenBLAS's pool and the threads our
+    recurrent kernels start for one call (csrc/parallel.c).  OMP_NUM_THREADS /
+    OPENBLAS_NUM_THREADS are read at import."""
     kernels.set_num_threads(n)
 
 
@@ -60,7 +83,7 @@ class _Cuda:
         return 0
 
     @staticmethod
-    def manual_seed(seed: int) -> None:
+    def manual_seed(seed: int) -> None:  # noqa: F811  (torch's parameter name)
         return None
 
     manual_seed_all = manual_seed

@@ -22,9 +22,12 @@ ops recorded before it.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 # Grad mode is process-wide (a plain flag is the cheapest thing every op
 # can read; torch keeps it per thread, which the tutorials never rely on).

@@ -17,7 +17,7 @@ and restored after).
 from __future__ import annotations
 
 import contextlib
-from typing import List, Optional, Tuple
+from typing import Optional
 
 import numpy as np
 

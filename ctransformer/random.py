@@ -5,7 +5,6 @@ that need randomness (dropout) take a 64-bit seed drawn from it and then use
 their own counter-based generator, so results do not depend on threads."""
 from __future__ import annotations
 
-from typing import Optional
 
 import numpy as np
 

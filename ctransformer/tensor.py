@@ -14,13 +14,13 @@ category (``float32 tensor * float64 0-d tensor`` is float32).
 from __future__ import annotations
 
 import numbers
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import autograd as _autograd
 from . import kernels as K
-from .autograd import Node, _grad_enabled, apply_op, edge_of, is_grad_enabled, no_grad, run_backward
+from .autograd import Node, _grad_enabled, apply_op, run_backward
 
 # ---------------------------------------------------------------- dtypes
 float32 = float_ = np.dtype(np.float32)

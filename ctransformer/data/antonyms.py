@@ -47,7 +47,7 @@ ANTONYM_TEST_WORDS: Tuple[str, ...] = ("man", "mans", "king", "black", "ups")
 def _ids(text: str, where: str) -> List[int]:
     try:
         return [ANTONYM_VOCAB[ch] for ch in text]
-    except KeyError as err:
+    except KeyError:
         raise ValueError(f"{where}: characters must be lower-case a-z, got {text!r}") from None
 
 

@@ -2,10 +2,8 @@
 state_dict keys) and the tutorials' nn.PositionalEncoding."""
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
-import numpy as np
 
 from .. import kernels as K
 from ..tensor import Tensor, _as_dtype, empty, get_default_dtype

@@ -14,7 +14,6 @@ zero gradients), never NaN.
 """
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import numpy as np

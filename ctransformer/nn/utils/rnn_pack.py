@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ...tensor import Tensor, int64
+from ...tensor import Tensor
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pack_sequence"]
 
