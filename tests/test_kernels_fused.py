@@ -58,21 +58,25 @@ def test_bias_act_gradients_float64(rng, act, approximate):
 
 
 @pytest.mark.parametrize("act,approximate", ACTS)
-def test_bias_act_torch_parity(rng, act, approximate):
-    torch = pytest.importorskip("torch")
+def test_bias_act_torch_parity(rng, act, approximate, torch_ref):
     x = rng.standard_normal((4, 9)).astype(np.float32)
     x[0, :3] = 0  # relu at exactly 0: torch's gradient is 0 there
     b = np.zeros(9, np.float32)
     b[3:] = rng.standard_normal(6)
     dout = rng.standard_normal((4, 9)).astype(np.float32)
-    tx, tb = torch.tensor(x, requires_grad=True), torch.tensor(b, requires_grad=True)
-    z = tx + tb
-    ty = torch.relu(z) if act == "relu" else torch.nn.functional.gelu(z, approximate=approximate)
-    ty.backward(torch.tensor(dout))
-    np.testing.assert_allclose(K.bias_act_forward(x, b, act, approximate), ty.detach().numpy(), **F32)
+
+    def torch_side(torch):
+        tx, tb = torch.tensor(x, requires_grad=True), torch.tensor(b, requires_grad=True)
+        z = tx + tb
+        ty = torch.relu(z) if act == "relu" else torch.nn.functional.gelu(z, approximate=approximate)
+        ty.backward(torch.tensor(dout))
+        return dict(y=ty, dx=tx.grad, db=tb.grad)
+
+    ref = torch_ref(torch_side, inputs=dict(x=x, b=b, dout=dout))
+    np.testing.assert_allclose(K.bias_act_forward(x, b, act, approximate), ref["y"], **F32)
     dx, db = K.bias_act_backward(dout, x, b, act, approximate)
-    np.testing.assert_allclose(dx, tx.grad.numpy(), **F32)
-    np.testing.assert_allclose(db, tb.grad.numpy(), **F32)
+    np.testing.assert_allclose(dx, ref["dx"], **F32)
+    np.testing.assert_allclose(db, ref["db"], **F32)
 
 
 def test_bias_act_accumulates_nan_empty(rng):
@@ -144,26 +148,31 @@ def test_add_layernorm_gradients_float64(rng, affine):
     check_grads(forward, grads, inputs, list(inputs))
 
 
-def test_add_layernorm_torch_parity(rng):
-    torch = pytest.importorskip("torch")
+def test_add_layernorm_torch_parity(rng, torch_ref):
     x = rng.standard_normal((4, 5, 16)).astype(np.float32)
     r = rng.standard_normal((4, 5, 16)).astype(np.float32)
-    ln = torch.nn.LayerNorm(16)
-    with torch.no_grad():
-        ln.weight.copy_(torch.tensor(rng.standard_normal(16).astype(np.float32)))
-        ln.bias.copy_(torch.tensor(rng.standard_normal(16).astype(np.float32)))
-    tx, tr = torch.tensor(x, requires_grad=True), torch.tensor(r, requires_grad=True)
-    ty = ln(tx + tr)
-    dout = rng.standard_normal(ty.shape).astype(np.float32)
-    ty.backward(torch.tensor(dout))
-    w, b = ln.weight.detach().numpy(), ln.bias.detach().numpy()
+    w = rng.standard_normal(16).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    dout = rng.standard_normal(x.shape).astype(np.float32)
+
+    def torch_side(torch):
+        ln = torch.nn.LayerNorm(16)
+        with torch.no_grad():
+            ln.weight.copy_(torch.tensor(w))
+            ln.bias.copy_(torch.tensor(b))
+        tx, tr = torch.tensor(x, requires_grad=True), torch.tensor(r, requires_grad=True)
+        ty = ln(tx + tr)
+        ty.backward(torch.tensor(dout))
+        return dict(y=ty, dx=tx.grad, dr=tr.grad, dw=ln.weight.grad, db=ln.bias.grad)
+
+    ref = torch_ref(torch_side, inputs=dict(x=x, r=r, w=w, b=b, dout=dout))
     out, mean, rstd = K.add_layernorm_forward(x, r, w, b)
-    np.testing.assert_allclose(out, ty.detach().numpy(), **F32)
+    np.testing.assert_allclose(out, ref["y"], **F32)
     dx, dw, db = K.add_layernorm_backward(dout, x, r, w, mean, rstd)
-    np.testing.assert_allclose(dx, tx.grad.numpy(), **F32)
-    np.testing.assert_allclose(dx, tr.grad.numpy(), **F32)
-    np.testing.assert_allclose(dw, ln.weight.grad.numpy(), **F32)
-    np.testing.assert_allclose(db, ln.bias.grad.numpy(), **F32)
+    np.testing.assert_allclose(dx, ref["dx"], **F32)
+    np.testing.assert_allclose(dx, ref["dr"], **F32)
+    np.testing.assert_allclose(dw, ref["dw"], **F32)
+    np.testing.assert_allclose(db, ref["db"], **F32)
 
 
 def test_add_layernorm_constant_row_nan_empty(rng):
@@ -282,18 +291,24 @@ def test_ff_backward_nan_in_a_zero_gradient_row_still_propagates(rng):
         np.testing.assert_allclose(g, w, **F64)  # NaN where the dense result has NaN
 
 
-def test_ff_backward_torch_parity(rng):
-    torch = pytest.importorskip("torch")
+def test_ff_backward_torch_parity(rng, torch_ref):
     s = ff_setup(rng, M=8, D=6, F=10, dtype=np.float32)
-    tx, tw1, tb1, tw2, tb2 = (torch.tensor(s[n], requires_grad=True) for n in ("x", "w1", "b1", "w2", "b2"))
-    y = torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(tx, tw1, tb1)), tw2, tb2)
-    dout = rng.standard_normal(y.shape).astype(np.float32)
+    dout = rng.standard_normal((2, 4, 6)).astype(np.float32)
     dout[1, 2:] = 0
-    y.backward(torch.tensor(dout))
+    names = ("x", "w1", "b1", "w2", "b2")
+
+    def torch_side(torch):
+        tx, tw1, tb1, tw2, tb2 = ts = [torch.tensor(s[n], requires_grad=True) for n in names]
+        y = torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(tx, tw1, tb1)), tw2, tb2)
+        y.backward(torch.tensor(dout))
+        return dict(grads=[t.grad for t in ts])
+
+    ref = torch_ref(torch_side, inputs=dict(dout=dout, **s))
     h = K.linear_forward(s["x"], s["w1"], None)
     got = K.ff_backward(dout, s["x"], h, None, 0.0, s["w1"], s["b1"], s["w2"])
-    for g, t in zip(got, (tx, tw1, tb1, tw2, tb2)):
-        np.testing.assert_allclose(g, t.grad.numpy(), **F32)
+    assert len(got) == len(ref["grads"]) == 5
+    for g, t in zip(got, ref["grads"]):
+        np.testing.assert_allclose(g, t, **F32)
 
 
 def test_ff_backward_options_empty_and_bad_input(rng):

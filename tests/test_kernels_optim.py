@@ -17,14 +17,20 @@ def random_grads(rng, shape, dtype, steps=STEPS):
     return [rng.standard_normal(shape).astype(dtype) for _ in range(steps)]
 
 
-def run_torch(torch, opt_class, start, grads, **options):
-    """Parameter after len(grads) steps of a torch optimizer (single-tensor path)."""
-    p = torch.nn.Parameter(torch.tensor(start))
-    opt = opt_class([p], foreach=False, **options)
-    for g in grads:
-        p.grad = torch.tensor(g)
-        opt.step()
-    return p.detach().numpy(), opt.state[p]
+def torch_steps(torch_ref, opt_name, start, grads, state_keys, **options):
+    """Parameter (and the named optimizer state) after len(grads) steps of
+    torch.optim.<opt_name> (single-tensor path), live or from the fixture."""
+
+    def torch_side(torch):
+        p = torch.nn.Parameter(torch.tensor(start))
+        opt = getattr(torch.optim, opt_name)([p], foreach=False, **options)
+        for g in grads:
+            p.grad = torch.tensor(g)
+            opt.step()
+        return dict(param=p, state={k: opt.state[p][k] for k in state_keys})
+
+    ref = torch_ref(torch_side, inputs=dict(start=start, grads=np.stack(grads)))
+    return ref["param"], ref["state"]
 
 
 SGD_CONFIGS = [
@@ -40,19 +46,18 @@ SGD_CONFIGS = [
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("config", SGD_CONFIGS, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
-def test_sgd_matches_torch(rng, dtype, config):
-    torch = pytest.importorskip("torch")
+def test_sgd_matches_torch(rng, dtype, config, torch_ref):
     start = rng.standard_normal((4, 3)).astype(dtype)
     grads = random_grads(rng, (4, 3), dtype)
-    expected, state = run_torch(torch, torch.optim.SGD, start, grads, **config)
-    param = start.copy()
     momentum = config.get("momentum", 0.0)
+    expected, state = torch_steps(torch_ref, "SGD", start, grads, ["momentum_buffer"] if momentum else [], **config)
+    param = start.copy()
     buf = np.zeros_like(param) if momentum else None
     for k, g in enumerate(grads):
         K.sgd_step(param, g, buf, first_step=k == 0, **config)
     np.testing.assert_allclose(param, expected, **tol_for(dtype))
     if momentum:
-        np.testing.assert_allclose(buf, state["momentum_buffer"].numpy(), **tol_for(dtype))
+        np.testing.assert_allclose(buf, state["momentum_buffer"], **tol_for(dtype))
 
 
 ADAM_CONFIGS = [
@@ -70,12 +75,12 @@ ADAM_CONFIGS = [
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name,config", ADAM_CONFIGS,
                          ids=[n + "-" + "-".join(f"{k}={v}" for k, v in c.items()) for n, c in ADAM_CONFIGS])
-def test_adam_matches_torch(rng, dtype, name, config):
-    torch = pytest.importorskip("torch")
+def test_adam_matches_torch(rng, dtype, name, config, torch_ref):
     start = rng.standard_normal((5, 2)).astype(dtype)
     # gradients of very different sizes per element, so bias correction and eps matter
     grads = [g * np.array([1e-4, 1.0], dtype) for g in random_grads(rng, (5, 2), dtype)]
-    expected, state = run_torch(torch, getattr(torch.optim, name), start, grads, **config)
+    keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if config.get("amsgrad", False) else [])
+    expected, state = torch_steps(torch_ref, name, start, grads, keys, **config)
     param = start.copy()
     m, v, vmax = np.zeros_like(param), np.zeros_like(param), np.zeros_like(param)
     beta1, beta2 = config.get("betas", (0.9, 0.999))
@@ -87,10 +92,10 @@ def test_adam_matches_torch(rng, dtype, name, config):
         K.adam_step(param, g, m, v, step, **options)
     tol = tol_for(dtype)
     np.testing.assert_allclose(param, expected, **tol)
-    np.testing.assert_allclose(m, state["exp_avg"].numpy(), **tol)
-    np.testing.assert_allclose(v, state["exp_avg_sq"].numpy(), **tol)
+    np.testing.assert_allclose(m, state["exp_avg"], **tol)
+    np.testing.assert_allclose(v, state["exp_avg_sq"], **tol)
     if options["amsgrad"]:
-        np.testing.assert_allclose(vmax, state["max_exp_avg_sq"].numpy(), **tol)
+        np.testing.assert_allclose(vmax, state["max_exp_avg_sq"], **tol)
 
 
 def test_adam_first_step_by_hand():
@@ -146,18 +151,23 @@ def test_grad_norm_matches_numpy(rng, dtype, norm_type):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, np.inf])
 @pytest.mark.parametrize("max_norm", [0.5, 1e3])
-def test_clip_matches_torch(rng, dtype, norm_type, max_norm):
-    torch = pytest.importorskip("torch")
+def test_clip_matches_torch(rng, dtype, norm_type, max_norm, torch_ref):
     grads = grad_list(rng, dtype)
-    params = [torch.nn.Parameter(torch.zeros(g.shape, dtype=torch.tensor(g).dtype)) for g in grads]
-    for p, g in zip(params, grads):
-        p.grad = torch.tensor(g)
-    expected = torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type).item()
+
+    def torch_side(torch):
+        params = [torch.nn.Parameter(torch.zeros(g.shape, dtype=torch.tensor(g).dtype)) for g in grads]
+        for p, g in zip(params, grads):
+            p.grad = torch.tensor(g)
+        total = torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type).item()
+        return dict(total=total, grads=[p.grad for p in params])
+
+    ref = torch_ref(torch_side, inputs={f"g{i}": g for i, g in enumerate(grads)})
     total = K.clip_grad_norm(grads, max_norm, norm_type)
     tol = tol_for(dtype)
-    np.testing.assert_allclose(total, expected, **tol)
-    for p, g in zip(params, grads):
-        np.testing.assert_allclose(g, p.grad.numpy(), **tol)
+    np.testing.assert_allclose(total, ref["total"], **tol)
+    assert len(ref["grads"]) == len(grads)
+    for t, g in zip(ref["grads"], grads):
+        np.testing.assert_allclose(g, t, **tol)
     if max_norm < 1:  # it did clip: the new norm is max_norm (up to the 1e-6)
         np.testing.assert_allclose(K.grad_norm(grads, norm_type), max_norm, rtol=1e-5)
 
