@@ -9,7 +9,7 @@ Cases (float32, wall-clock median after a warm-up; REPS steps for (b),
       hidden 128, vocab 29, batch 8, source length 8, target length 9,
       teacher forcing 0.5 with the same random draws in both libraries),
       one epoch = forward, CrossEntropyLoss(ignore_index), backward, Adam.
-      The model code is the seed's, from tests/test_seed_seq2seq.py.
+      The model code is bench/seq2seq_model.py (one text for both libraries).
   (b) LM training step - Embedding(1000, 256) -> 2-layer LSTM (or GRU),
       hidden 512 -> Linear(512, 1000), batch 64, length 50: forward,
       cross-entropy, backward, Adam.
@@ -42,12 +42,15 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)  # run from a checkout (pip install . makes it importable)
 import ctransformer  # noqa: E402
-import torch  # noqa: E402
 
-import test_seed_seq2seq as seed  # noqa: E402
+import seq2seq_model  # noqa: E402  (bench/)
+
+try:
+    import torch
+except ImportError:  # the torch columns print as "-"
+    torch = None
 
 VOCAB, EMB, HID, BATCH, LENGTH = 1000, 256, 512, 64, 50
 
@@ -72,15 +75,15 @@ def paired_times(fns, reps: int, warmup: int = 1) -> list:
 
 # ---------------------------------------------------------------- (a) seq2seq
 def seq2seq_step(use_torch: bool):
-    ns = seed.load(use_torch)
-    ns["torch"].manual_seed(0)
-    model, crit, opt, *data = ns["build"]()
+    lib = torch if use_torch else ctransformer
+    lib.manual_seed(0)
+    model = seq2seq_model.build(lib)
     counter = [0]
 
     def step():
         random.seed(counter[0])  # the same teacher-forcing draws in both libraries
         counter[0] += 1
-        ns["train_epoch"](model, crit, opt, *data)
+        model.train_epoch()
 
     return step
 
@@ -206,7 +209,12 @@ def packed_vs_blas(reps: int) -> list:
 
 def set_threads(n: int) -> None:
     ctransformer.set_num_threads(n)
-    torch.set_num_threads(n)
+    if torch is not None:
+        torch.set_num_threads(n)
+
+
+def fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
 
 
 def main() -> None:
@@ -221,29 +229,30 @@ def main() -> None:
                  ("(b) GRU LM train step [ms]", lambda t: lm_train_step(t, "GRU"), args.reps, 1e3, "<= 0.8"),
                  ("(c) LSTM LM forward [ktok/s]", lambda t: lm_forward(t), 3 * args.reps, None, ">= 1")]
         for name, make, reps, scale, target in cases:
-            fns = [make(False), make(True)]
+            fns = [make(False)] + ([make(True)] if torch is not None else [])
             if name.startswith("(b)"):  # the GEMM floor takes its turn with the two steps
                 kind = name.split()[1]
                 gflop, floor_run = gemm_floor(kind)
                 fns.append(floor_run)
-            (t_ours, best_ours), (t_torch, best_torch), *t_floor = paired_times(fns, reps)
-            best_ratio = best_ours / best_torch if scale else best_torch / best_ours
-            if scale is None:  # throughput
-                tok = BATCH * LENGTH / 1e3
-                ours, ref = tok / t_ours, tok / t_torch
+            times = paired_times(fns, reps)
+            (t_ours, best_ours) = times.pop(0)
+            t_torch, best_torch = times.pop(0) if torch is not None else (None, None)
+            t_floor = times[0][0] if times else None
+            tok = BATCH * LENGTH / 1e3
+            ours = tok / t_ours if scale is None else t_ours * scale   # throughput or time
+            ref = best_ratio = ratio = None
+            if t_torch is not None:
+                ref = tok / t_torch if scale is None else t_torch * scale
                 ratio = ours / ref
-            else:
-                ours, ref = t_ours * scale, t_torch * scale
-                ratio = ours / ref
+                best_ratio = best_ours / best_torch if scale else best_torch / best_ours
             rows.append((threads, name, ours, ref, ratio, best_ratio, target))
-            print(f"{threads}  {name:30s} ours {ours:9.2f}  torch {ref:9.2f}  ratio {ratio:5.2f}  "
-                  f"(of the best reps {best_ratio:5.2f}; target {target})", flush=True)
-            if t_floor:
-                t_floor = t_floor[0][0]
+            print(f"{threads}  {name:30s} ours {ours:9.2f}  torch {fmt(ref, '9.2f')}  ratio {fmt(ratio, '5.2f')}  "
+                  f"(of the best reps {fmt(best_ratio, '5.2f')}; target {target})", flush=True)
+            if t_floor is not None:
                 floors.append((threads, kind, gflop, t_floor * 1e3, ours, ref))
                 print(f"{threads}  {kind} step GEMMs {gflop:.1f} GFLOP: sgemm floor {t_floor * 1e3:.1f} ms "
                       f"({gflop / t_floor:.1f} GFLOP/s), ours {gflop / t_ours:.1f} GFLOP/s, "
-                      f"floor / torch {t_floor * 1e3 / ref:.2f} (target 0.8)", flush=True)
+                      f"floor / torch {fmt(ref and t_floor * 1e3 / ref, '.2f')} (target 0.8)", flush=True)
     print()
     for threads in (1, 2):
         set_threads(threads)
@@ -254,13 +263,14 @@ def main() -> None:
     print("| threads | case | ours | torch | ours/torch | best rep / best rep | target |")
     print("|---|---|---|---|---|---|---|")
     for threads, name, ours, ref, ratio, best_ratio, target in rows:
-        print(f"| {threads} | {name} | {ours:.2f} | {ref:.2f} | {ratio:.2f} | {best_ratio:.2f} | {target} |")
+        print(f"| {threads} | {name} | {ours:.2f} | {fmt(ref, '.2f')} | {fmt(ratio, '.2f')} | "
+              f"{fmt(best_ratio, '.2f')} | {target} |")
     print()
     print("| threads | step | GEMM GFLOP | sgemm floor ms | floor GFLOP/s | ours GFLOP/s | floor / torch |")
     print("|---|---|---|---|---|---|---|")
     for threads, kind, gflop, floor_ms, ours, ref in floors:
         print(f"| {threads} | {kind} | {gflop:.1f} | {floor_ms:.1f} | {gflop / floor_ms * 1e3:.1f} | "
-              f"{gflop / ours * 1e3:.1f} | {floor_ms / ref:.2f} |")
+              f"{gflop / ours * 1e3:.1f} | {fmt(ref and floor_ms / ref, '.2f')} |")
 
 
 if __name__ == "__main__":

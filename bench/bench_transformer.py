@@ -31,6 +31,7 @@ step (the machine is shared: the load average is printed with the table), at
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import resource
@@ -181,17 +182,32 @@ def make_batch(vocab: int, seed: int = 0):
     return ids(SEQ), ids(SEQ + 1)
 
 
+def have_torch() -> bool:
+    """torch is optional: without it only our columns are measured.  (Not
+    imported at module level: bench_memory must run before the first import.)"""
+    return importlib.util.find_spec("torch") is not None
+
+
 def build_pair(cfg: dict):
-    """(ours, torch) tutorial models with the same weights, dropout 0.1, train mode."""
-    import torch
-    tt, ct = tutorial(torch), tutorial(ctransformer)
-    torch.manual_seed(0)
+    """(ours, torch) tutorial models with the same weights, dropout 0.1, train
+    mode; torch's pair is (None, None) without torch (ours then initialised by
+    ctransformer with the tutorial's xavier_uniform_)."""
     args = (cfg["layers"], cfg["layers"], cfg["d_model"], cfg["nhead"], cfg["vocab"], cfg["vocab"], cfg["ff"], 0.1)
+    ct = tutorial(ctransformer)
+    m_c = ct["Seq2SeqTransformer"](*args)
+    if not have_torch():
+        ctransformer.manual_seed(0)
+        for p in m_c.parameters():
+            if p.dim() > 1:
+                ctransformer.nn.init.xavier_uniform_(p)
+        return (m_c, ct), (None, None)
+    import torch
+    tt = tutorial(torch)
+    torch.manual_seed(0)
     m_t = tt["Seq2SeqTransformer"](*args)
     for p in m_t.parameters():
         if p.dim() > 1:
             torch.nn.init.xavier_uniform_(p)
-    m_c = ct["Seq2SeqTransformer"](*args)
     m_c.load_state_dict({k: v.detach().numpy().copy() for k, v in m_t.state_dict().items()})
     return (m_c, ct), (m_t, tt)
 
@@ -206,9 +222,10 @@ def trainer(model, ns, lib, src, tgt):
 
 
 def set_threads(n: int, lib_blas=None) -> None:
-    import torch
     ctransformer.set_num_threads(n)
-    torch.set_num_threads(n)
+    if have_torch():
+        import torch
+        torch.set_num_threads(n)
     if lib_blas is not None:
         lib_blas.scipy_openblas_set_num_threads(n)
 
@@ -308,13 +325,13 @@ def raw_sgemm_seconds(lib, gemms: list, reps: int) -> float:
 
 # ---------------------------------------------------------------- (c) decoding
 
-def translation_twin(m_t, cfg: dict):
-    """A TranslationTransformer holding the tutorial torch model's weights."""
+def translation_twin(tutorial_model, cfg: dict):
+    """A TranslationTransformer holding the tutorial model's weights (either library's)."""
     from ctransformer.models import TranslationTransformer
     ours = TranslationTransformer(cfg["vocab"], cfg["vocab"], cfg["d_model"], cfg["nhead"], cfg["layers"],
                                   cfg["layers"], cfg["ff"], dropout=0.1, pad_id=PAD)
     sd = {}
-    for k, v in m_t.state_dict().items():
+    for k, v in tutorial_model.state_dict().items():
         a = v.detach().numpy().copy()
         if k.startswith("transformer."):
             sd[k[len("transformer."):]] = a
@@ -329,34 +346,40 @@ def translation_twin(m_t, cfg: dict):
 
 
 def bench_decode(n_tokens: int, reps: int, threads_list) -> list:
-    import torch
     from ctransformer.decoding import greedy_decode
     cfg = CONFIGS["a"]
-    (_, _), (m_t, tt) = build_pair(cfg)
-    ours = translation_twin(m_t, cfg)
-    m_t.eval()
+    (m_c, _), (m_t, tt) = build_pair(cfg)
+    ours = translation_twin(m_c, cfg)
     # batch 1, a full-length source (S, 1): the tutorial's encode takes no padding mask
     rng = np.random.default_rng(1)
     src = np.concatenate([[BOS], rng.integers(4, cfg["vocab"], SEQ - 2), [EOS]])[:, None].astype(np.int64)
-    src_t = torch.tensor(src)
-    src_mask = torch.zeros((src.shape[0], src.shape[0])).type(torch.bool)
     eos_never = -1  # decode exactly n_tokens tokens
 
     def run_ours():
         return greedy_decode(ours, src.T.copy(), n_tokens, BOS, eos_never).numpy()[0]
 
-    def run_torch():
-        with torch.no_grad():
-            return tt["greedy_decode"](m_t, src_t, src_mask, n_tokens + 1, BOS).numpy()[:, 0]
+    fns = {"ours": run_ours}
+    same = None
+    if m_t is not None:
+        import torch
+        m_t.eval()
+        src_t = torch.tensor(src)
+        src_mask = torch.zeros((src.shape[0], src.shape[0])).type(torch.bool)
 
-    tt["EOS_IDX"] = eos_never
-    a, b = run_ours(), run_torch()
-    same = a.shape == b.shape and bool((a == b).all())
+        def run_torch():
+            with torch.no_grad():
+                return tt["greedy_decode"](m_t, src_t, src_mask, n_tokens + 1, BOS).numpy()[:, 0]
+
+        tt["EOS_IDX"] = eos_never
+        fns["torch"] = run_torch
+        a, b = run_ours(), run_torch()
+        same = a.shape == b.shape and bool((a == b).all())
+    ntok = len(run_ours()) - 1
     rows = []
     for n in threads_list:
         set_threads(n)
-        t = interleaved({"ours": run_ours, "torch": run_torch}, 1, reps)
-        rows.append((n, t["ours"], t["torch"], same, len(a) - 1, weight_stream_seconds(ours, reps)))
+        t = interleaved(fns, 1, reps)
+        rows.append((n, t["ours"], t.get("torch"), same, ntok, weight_stream_seconds(ours, reps)))
     return rows
 
 
@@ -438,7 +461,7 @@ def bench_memory(steps: int) -> dict:
     torch or builds a model: a child's ru_maxrss starts from the RSS of the
     process that forked it, so the parent must be smaller than the children."""
     out = {}
-    for which in ("ours", "torch"):
+    for which in ("ours", "torch") if have_torch() else ("ours",):
         code = MEMORY_CHILD.format(root=os.path.dirname(os.path.abspath(__file__)), which=which, steps=steps)
         env = dict(os.environ, PYTHONPATH=ROOT)
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
@@ -451,9 +474,11 @@ def bench_memory(steps: int) -> dict:
 def bench_training(name: str, warmup: int, reps: int, threads_list, lib_blas) -> list:
     cfg = CONFIGS[name]
     (m_c, ct), (m_t, tt) = build_pair(cfg)
-    import torch
     src, tgt = make_batch(cfg["vocab"])
-    fns = {"ours": trainer(m_c, ct, ctransformer, src, tgt), "torch": trainer(m_t, tt, torch, src, tgt)}
+    fns = {"ours": trainer(m_c, ct, ctransformer, src, tgt)}
+    if m_t is not None:
+        import torch
+        fns["torch"] = trainer(m_t, tt, torch, src, tgt)
     gemms = step_gemms(cfg)
     flops = gemm_flops(gemms)
     rows = []
@@ -461,8 +486,16 @@ def bench_training(name: str, warmup: int, reps: int, threads_list, lib_blas) ->
         set_threads(n, lib_blas)
         t = interleaved(fns, warmup, reps)
         raw = raw_sgemm_seconds(lib_blas, gemms, 3)
-        rows.append((n, t["ours"], t["torch"], flops, raw))
+        rows.append((n, t["ours"], t.get("torch"), flops, raw))
     return rows
+
+
+def ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def ratio(ours: float, torch_seconds) -> str:
+    return "-" if torch_seconds is None else f"{ours / torch_seconds:.3f}"
 
 
 def main() -> None:
@@ -476,10 +509,13 @@ def main() -> None:
     threads_list = (1, 2)
     load_before = os.getloadavg()
     mem = bench_memory(1 if quick else 3) if "d" in parts else None  # first: see bench_memory
-    import torch
+    torch_version = "not installed: torch columns show '-'"
+    if have_torch():
+        import torch
+        torch_version = torch.__version__
     lib_blas = load_openblas()
     print(f"ctransformer {ctransformer.__version__} ({ctransformer.kernels.blas_config()}), "
-          f"torch {torch.__version__}; batch {BATCH}, lengths {SEQ} (25% padding on average); median of {reps} "
+          f"torch {torch_version}; batch {BATCH}, lengths {SEQ} (25% padding on average); median of {reps} "
           f"after {warmup} warm-up, ours and torch interleaved; load average before: "
           f"{' '.join(f'{x:.2f}' for x in load_before)}")
     hdr = f"{'part':<28} {'thr':>3} {'ours ms':>9} {'torch ms':>9} {'ours/torch':>10}  notes"
@@ -493,19 +529,25 @@ def main() -> None:
         target = 0.8 if name == "a" else 0.5
         for n, ours, tor, flops, raw in bench_training(name, warmup, reps, threads_list, lib_blas):
             gf_ours, gf_raw = flops / ours / 1e9, flops / raw / 1e9
-            print(f"{label:<28} {n:>3} {ours * 1e3:>9.1f} {tor * 1e3:>9.1f} {ours / tor:>10.3f}  "
+            print(f"{label:<28} {n:>3} {ours * 1e3:>9.1f} {ms(tor):>9} {ratio(ours, tor):>10}  "
                   f"target <= {target}; GEMM {flops / 1e9:.1f} GFLOP: ours {gf_ours:.1f} GFLOP/s, raw sgemm "
                   f"{gf_raw:.1f} GFLOP/s ({raw * 1e3:.0f} ms) -> {100 * gf_ours / gf_raw:.0f}% (target >= 70%)",
                   flush=True)
     if "c" in parts:
         n_tok = 10 if quick else 50
         for n, ours, tor, same, ntok, (nbytes, t_stream) in bench_decode(n_tok, 1 if quick else 3, threads_list):
-            print(f"{'(c) greedy ' + str(ntok) + ' tok, batch 1':<28} {n:>3} {ours * 1e3:>9.1f} {tor * 1e3:>9.1f} "
-                  f"{ours / tor:>10.3f}  speed-up {tor / ours:.1f}x (target >= 10x); same tokens: {same}; "
+            floor = ntok * t_stream
+            vs_torch = "" if tor is None else (f"speed-up {tor / ours:.1f}x (target >= 10x); same tokens: {same}; ")
+            print(f"{'(c) greedy ' + str(ntok) + ' tok, batch 1':<28} {n:>3} {ours * 1e3:>9.1f} {ms(tor):>9} "
+                  f"{ratio(ours, tor):>10}  {vs_torch}"
                   f"weights read per token {nbytes / 2**20:.1f} MiB, one GEMV over them {t_stream * 1e3:.2f} ms "
                   f"({nbytes / t_stream / 1e9:.1f} GB/s) -> streaming floor for {ntok} tokens "
-                  f"{ntok * t_stream * 1e3:.0f} ms = torch / {tor / (ntok * t_stream):.1f}", flush=True)
-    if mem is not None:
+                  f"{floor * 1e3:.0f} ms; ours = {ours / floor:.2f} x floor", flush=True)
+    if mem is not None and "torch" not in mem:
+        ob, op, oh = mem["ours"]
+        print(f"{'(d) peak RSS train (a), MiB':<28} {1:>3} {op:>9.0f} {'-':>9} {'-':>10}  "
+              f"(ru_maxrss; VmHWM {oh:.0f}); before the first step {ob:.0f}, added by the steps {op - ob:.0f}")
+    elif mem is not None:
         (ob, op, oh), (tb, tp, th) = mem["ours"], mem["torch"]
         print(f"{'(d) peak RSS train (a), MiB':<28} {1:>3} {op:>9.0f} {tp:>9.0f} {op / tp:>10.3f}  "
               f"target <= 1 (ru_maxrss; VmHWM ours {oh:.0f} / torch {th:.0f}); before the first step ours "
