@@ -8,10 +8,8 @@ import pytest
 
 import ctransformer as ct
 import ctransformer.nn as nn
+from golden import torch_reference
 from nn_parity import F32, check_module, check_state_dict_roundtrip
-
-torch = pytest.importorskip("torch")
-tnn = torch.nn
 
 DTYPES = [np.float32, np.float64]
 
@@ -25,9 +23,11 @@ def randn(*shape, seed=0):
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("shape", [(3, 5), (2, 3, 5), (5,)])
 def test_linear_parity(dtype, bias, shape):
-    tm, cm = tnn.Linear(5, 4, bias=bias), nn.Linear(5, 4, bias=bias)
-    check_module(torch, tm, cm, randn(*shape), dtype=dtype)
-    check_state_dict_roundtrip(tm, cm)
+    def make(torch):
+        return torch.nn.Linear(5, 4, bias=bias)
+    cm = nn.Linear(5, 4, bias=bias)
+    check_module(make, cm, randn(*shape), dtype=dtype)
+    check_state_dict_roundtrip(make, cm, dtype)
 
 
 def test_linear_init_matches_torch_bounds():
@@ -53,19 +53,18 @@ def test_linear_errors():
 
 
 def test_linear_input_without_grad_still_gives_weight_grads():
-    tm, cm = tnn.Linear(3, 2), nn.Linear(3, 2)
-    check_module(torch, tm, cm, randn(4, 3), grad_inputs=[False])
+    check_module(lambda torch: torch.nn.Linear(3, 2), nn.Linear(3, 2), randn(4, 3), grad_inputs=[False])
 
 
 # ------------------------------------------------------------------ Embedding
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("padding_idx", [None, 0, -1])
 def test_embedding_parity(dtype, padding_idx):
-    tm = tnn.Embedding(10, 4, padding_idx=padding_idx)
     cm = nn.Embedding(10, 4, padding_idx=padding_idx)
     ids = np.array([[0, 3, 3, 9], [1, 0, 9, 2]])
-    check_module(torch, tm, cm, ids, dtype=dtype)
-    assert cm.padding_idx == tm.padding_idx
+    _, ref = check_module(lambda torch: torch.nn.Embedding(10, 4, padding_idx=padding_idx), cm, ids, dtype=dtype,
+                          extra=lambda tm: dict(padding_idx=repr(tm.padding_idx)))
+    assert repr(cm.padding_idx) == ref["extra"]["padding_idx"]
 
 
 def test_embedding_init_zeroes_padding_row_and_is_standard_normal():
@@ -74,7 +73,8 @@ def test_embedding_init_zeroes_padding_row_and_is_standard_normal():
     w = m.weight.numpy()
     assert np.all(w[3] == 0)
     assert abs(w.mean()) < 0.02 and abs(w.std() - 1) < 0.02
-    assert repr(m) == repr(tnn.Embedding(2000, 16, padding_idx=3))
+    ref = torch_reference(lambda torch: dict(repr=repr(torch.nn.Embedding(2000, 16, padding_idx=3))))
+    assert repr(m) == ref["repr"]
 
 
 def test_embedding_from_pretrained():
@@ -109,13 +109,16 @@ def test_embedding_bad_ids():
     (dict(normalized_shape=6, eps=1e-2), (4, 6)),
 ])
 def test_layernorm_parity(dtype, kwargs, shape):
-    tm, cm = tnn.LayerNorm(**kwargs), nn.LayerNorm(**kwargs)
-    with torch.no_grad():  # non-trivial affine parameters
-        for p in tm.parameters():
-            p.copy_(torch.from_numpy(randn(*p.shape, seed=5)).to(p.dtype))
-    check_module(torch, tm, cm, randn(*shape) * 3 + 1, dtype=dtype)
-    assert repr(cm) == repr(tm)
-    check_state_dict_roundtrip(tm, cm)
+    def make(torch):
+        tm = torch.nn.LayerNorm(**kwargs)
+        with torch.no_grad():  # non-trivial affine parameters
+            for p in tm.parameters():
+                p.copy_(torch.from_numpy(randn(*p.shape, seed=5)).to(p.dtype))
+        return tm
+    cm = nn.LayerNorm(**kwargs)
+    _, ref = check_module(make, cm, randn(*shape) * 3 + 1, dtype=dtype)
+    assert repr(cm) == ref["repr"]
+    check_state_dict_roundtrip(make, cm, dtype)
 
 
 def test_layernorm_shape_error():
@@ -125,26 +128,26 @@ def test_layernorm_shape_error():
 
 # ------------------------------------------------------------------ activations
 ACTS = [
-    (lambda: tnn.ReLU(), lambda: nn.ReLU()),
-    (lambda: tnn.GELU(), lambda: nn.GELU()),
-    (lambda: tnn.GELU(approximate="tanh"), lambda: nn.GELU(approximate="tanh")),
-    (lambda: tnn.Tanh(), lambda: nn.Tanh()),
-    (lambda: tnn.Sigmoid(), lambda: nn.Sigmoid()),
-    (lambda: tnn.Softmax(dim=-1), lambda: nn.Softmax(dim=-1)),
-    (lambda: tnn.Softmax(dim=1), lambda: nn.Softmax(dim=1)),
-    (lambda: tnn.Softmax(dim=0), lambda: nn.Softmax(dim=0)),
-    (lambda: tnn.LogSoftmax(dim=-1), lambda: nn.LogSoftmax(dim=-1)),
-    (lambda: tnn.LogSoftmax(dim=1), lambda: nn.LogSoftmax(dim=1)),
-    (lambda: tnn.Identity(), lambda: nn.Identity()),
+    (lambda torch: torch.nn.ReLU(), lambda: nn.ReLU()),
+    (lambda torch: torch.nn.GELU(), lambda: nn.GELU()),
+    (lambda torch: torch.nn.GELU(approximate="tanh"), lambda: nn.GELU(approximate="tanh")),
+    (lambda torch: torch.nn.Tanh(), lambda: nn.Tanh()),
+    (lambda torch: torch.nn.Sigmoid(), lambda: nn.Sigmoid()),
+    (lambda torch: torch.nn.Softmax(dim=-1), lambda: nn.Softmax(dim=-1)),
+    (lambda torch: torch.nn.Softmax(dim=1), lambda: nn.Softmax(dim=1)),
+    (lambda torch: torch.nn.Softmax(dim=0), lambda: nn.Softmax(dim=0)),
+    (lambda torch: torch.nn.LogSoftmax(dim=-1), lambda: nn.LogSoftmax(dim=-1)),
+    (lambda torch: torch.nn.LogSoftmax(dim=1), lambda: nn.LogSoftmax(dim=1)),
+    (lambda torch: torch.nn.Identity(), lambda: nn.Identity()),
 ]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("make", ACTS, ids=lambda m: repr(m[1]()))
 def test_activation_parity(dtype, make):
-    tm, cm = make[0](), make[1]()
-    check_module(torch, tm, cm, randn(3, 4, 5) * 2, dtype=dtype)
-    assert repr(cm) == repr(tm)
+    cm = make[1]()
+    _, ref = check_module(make[0], cm, randn(3, 4, 5) * 2, dtype=dtype)
+    assert repr(cm) == ref["repr"]
 
 
 def test_gelu_rejects_unknown_approximation():
@@ -181,7 +184,7 @@ def test_dropout_edge_probabilities():
     assert np.all(x.grad.numpy() == 0)
     with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"):
         nn.Dropout(1.5)
-    assert repr(nn.Dropout(0.2)) == repr(tnn.Dropout(0.2))
+    assert repr(nn.Dropout(0.2)) == torch_reference(lambda torch: dict(repr=repr(torch.nn.Dropout(0.2))))["repr"]
 
 
 # ------------------------------------------------------------------ composite
@@ -190,19 +193,26 @@ def test_sequential_mlp_parity(dtype):
     def build(m):
         return m.Sequential(m.Linear(6, 8), m.GELU(), m.LayerNorm(8), m.Dropout(0.1), m.Linear(8, 3),
                             m.LogSoftmax(dim=-1))
-    tm, cm = build(tnn).eval(), build(nn).eval()
-    check_module(torch, tm, cm, randn(5, 6), dtype=dtype)
-    assert repr(cm) == repr(tm)
-    check_state_dict_roundtrip(tm, cm)
+    cm = build(nn).eval()
+    _, ref = check_module(lambda torch: build(torch.nn).eval(), cm, randn(5, 6), dtype=dtype)
+    assert repr(cm) == ref["repr"]
+    check_state_dict_roundtrip(lambda torch: build(torch.nn), cm, dtype)
 
 
 def test_weights_back_to_torch_after_training_step():
     """ours -> torch: the state_dict we produce loads into torch and gives the same outputs."""
-    tm, cm = tnn.Sequential(tnn.Linear(4, 4), tnn.Tanh(), tnn.Linear(4, 2)), \
-        nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+    ct.manual_seed(0)  # our initial weights are inputs of torch's side: deterministic
+    cm = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
     opt = ct.optim.SGD(cm.parameters(), lr=0.5)
     x = randn(3, 4).astype(np.float32)
     cm(ct.tensor(x)).sum().backward()
     opt.step()
-    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in cm.state_dict().items()})
-    np.testing.assert_allclose(cm(ct.tensor(x)).detach().numpy(), tm(torch.tensor(x)).detach().numpy(), **F32)
+    trained = {k: v.numpy().copy() for k, v in cm.state_dict().items()}
+
+    def torch_side(torch):
+        tm = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+        tm.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in trained.items()})
+        return dict(out=tm(torch.tensor(x)))
+
+    ref = torch_reference(torch_side, dict(x=x, **trained))
+    np.testing.assert_allclose(cm(ct.tensor(x)).detach().numpy(), ref["out"], **F32)
