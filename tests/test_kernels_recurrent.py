@@ -285,29 +285,55 @@ def torch_module(torch, mode, layers=1, bidirectional=False, dropout=0.0, batch_
     return (nn.LSTM if mode == "lstm" else nn.GRU)(I, H, **kw)
 
 
-def module_weights(m, layers, D):
-    """[(w_ih, w_hh, b_ih, b_hh)] per layer and direction, as float32 NumPy."""
+PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
+def module_params(m, layers, D):
+    """torch module's parameters, layer by layer and direction by direction, in PARAMS order."""
     out = []
     for layer in range(layers):
         for d in range(D):
             sfx = f"_l{layer}" + ("_reverse" if d else "")
-            out.append(tuple(None if getattr(m, n + sfx, None) is None else getattr(m, n + sfx).detach().numpy().copy()
-                             for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")))
+            out += [getattr(m, n + sfx) for n in PARAMS if getattr(m, n + sfx, None) is not None]
     return out
 
 
-def module_weight_grads(m, layers, D):
-    out = []
-    for layer in range(layers):
-        for d in range(D):
-            sfx = f"_l{layer}" + ("_reverse" if d else "")
-            out.append(tuple(None if getattr(m, n + sfx, None) is None else getattr(m, n + sfx).grad.numpy()
-                             for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")))
+def flat(torch, tensors):
+    """Tensors as one flat float32 tensor (one fixture entry instead of many)."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def weight_shapes(mode, layers, D, bias=True):
+    G = GATES[mode]
+    return [[(G * H, I if layer == 0 else D * H), (G * H, H)] + [(G * H,) if bias else None] * 2
+            for layer in range(layers) for _ in range(D)]
+
+
+def random_weights(seed, mode, layers, D, bias=True):
+    """[(w_ih, w_hh, b_ih, b_hh)] per layer and direction (None for absent biases),
+    float32 uniform in +-1/sqrt(H) as torch initialises them, from a seeded NumPy rng."""
+    r, k = np.random.default_rng(seed), 1 / np.sqrt(H)
+    return [tuple(None if s is None else r.uniform(-k, k, s).astype(np.float32) for s in group)
+            for group in weight_shapes(mode, layers, D, bias)]
+
+
+def unflatten_weights(vector, mode, layers, D, bias=True):
+    """The per-layer-and-direction tuples (like random_weights) from the flat vector flat() made."""
+    out, at = [], 0
+    for group in weight_shapes(mode, layers, D, bias):
+        arrays = []
+        for shape in group:
+            size = 0 if shape is None else int(np.prod(shape))
+            arrays.append(None if shape is None else vector[at:at + size].reshape(shape))
+            at += size
+        out.append(tuple(arrays))
+    assert at == vector.size, "flat vector does not match the layer shapes"
     return out
 
 
 def torch_run(torch, m, x, h0, c0, lengths, dout, dh_n, dc_n, mode, batch_first=False):
-    """torch forward (packed when lengths given) and backward of sum(out*dout) + sum(h_n*dh_n) + ..."""
+    """torch forward (packed when lengths given) and backward of sum(out*dout) + sum(h_n*dh_n) + ...:
+    a dict of out, h_n, dx and, when they exist, c_n, dh0, dc0."""
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
     xt = torch.tensor(x, requires_grad=True)
     ht = None if h0 is None else torch.tensor(h0, requires_grad=True)
@@ -323,20 +349,46 @@ def torch_run(torch, m, x, h0, c0, lengths, dout, dh_n, dc_n, mode, batch_first=
     if c_n is not None:
         loss = loss + (c_n * torch.tensor(dc_n)).sum()
     loss.backward()
-    grads = (xt.grad.numpy(), None if ht is None else ht.grad.numpy(), None if ct is None else ct.grad.numpy())
-    return out.detach().numpy(), h_n.detach().numpy(), None if c_n is None else c_n.detach().numpy(), grads
+    res = dict(out=out, h_n=h_n, dx=xt.grad)
+    for name, value in (("c_n", c_n), ("dh0", None if ht is None else ht.grad),
+                        ("dc0", None if ct is None else ct.grad)):
+        if value is not None:
+            res[name] = value
+    return res
+
+
+def packed_inputs(*arrays):
+    """The fixture's input fingerprint: the arrays (None skipped) as one float64 vector."""
+    return dict(data=np.concatenate([np.asarray(a, np.float64).reshape(-1) for a in arrays if a is not None]))
+
+
+def rnn_reference(torch_ref, weights, module_args, mode, layers, D, x, h0, c0, lengths, dout, dh_n, dc_n,
+                  batch_first=False):
+    """torch's module (module_args for torch_module) holding ``weights``, run on
+    the inputs: its results and its weight gradients (as one flat vector,
+    ``unflatten_weights`` splits it), live or from the fixture."""
+
+    def torch_side(torch):
+        m = torch_module(torch, *module_args)
+        m.train()
+        params = module_params(m, layers, D)
+        with torch.no_grad():
+            for p, w in zip(params, [w for group in weights for w in group if w is not None]):
+                p.copy_(torch.tensor(w))
+        res = torch_run(torch, m, x, h0, c0, lengths, dout, dh_n, dc_n, mode, batch_first=batch_first)
+        res["wgrads"] = flat(torch, [p.grad for p in params])
+        return res
+
+    inputs = packed_inputs(x, h0, c0, dout, dh_n, dc_n, lengths, *[w for group in weights for w in group])
+    return torch_ref(torch_side, inputs=inputs)
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("layers,bidirectional", [(1, False), (1, True), (2, False), (2, True)])
 @pytest.mark.parametrize("with_state", [True, False])
 @pytest.mark.parametrize("lengths", [None, LENGTHS])
-def test_torch_parity(rng, mode, layers, bidirectional, with_state, lengths):
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
+def test_torch_parity(rng, mode, layers, bidirectional, with_state, lengths, torch_ref):
     D = 2 if bidirectional else 1
-    m = torch_module(torch, mode, layers, bidirectional)
-    weights = module_weights(m, layers, D)
     f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)
     x = f32(T, B, I)
     h0 = f32(layers * D, B, H) if with_state else None
@@ -344,108 +396,128 @@ def test_torch_parity(rng, mode, layers, bidirectional, with_state, lengths):
     dout, dh_n, dc_n = f32(T, B, D * H), f32(layers * D, B, H), f32(layers * D, B, H)
     if mode != "lstm":
         dc_n = None
+    weights = random_weights(0, mode, layers, D)
+    ref = rnn_reference(torch_ref, weights, (mode, layers, bidirectional), mode, layers, D,
+                        x, h0, c0, lengths, dout, dh_n, dc_n)
 
     out, h_n, c_n, cache = K.rnn_stack_forward(x, h0, weights, mode, layers, bidirectional, c0=c0, lengths=lengths)
     dx, dh0, dc0, wgrads = K.rnn_stack_backward(dout, dh_n, dc_n, cache)
-    t_out, t_h, t_c, (t_dx, t_dh0, t_dc0) = torch_run(torch, m, x, h0, c0, lengths, dout, dh_n, dc_n, mode)
 
-    np.testing.assert_allclose(out, t_out, **F32)
-    np.testing.assert_allclose(h_n, t_h, **F32)
+    np.testing.assert_allclose(out, ref["out"], **F32)
+    np.testing.assert_allclose(h_n, ref["h_n"], **F32)
     if mode == "lstm":
-        np.testing.assert_allclose(c_n, t_c, **F32)
-    np.testing.assert_allclose(dx, t_dx, **F32)
+        np.testing.assert_allclose(c_n, ref["c_n"], **F32)
+    np.testing.assert_allclose(dx, ref["dx"], **F32)
     if with_state:
-        np.testing.assert_allclose(dh0, t_dh0, **F32)
+        np.testing.assert_allclose(dh0, ref["dh0"], **F32)
         if mode == "lstm":
-            np.testing.assert_allclose(dc0, t_dc0, **F32)
-    for ours, theirs in zip(wgrads, module_weight_grads(m, layers, D)):
+            np.testing.assert_allclose(dc0, ref["dc0"], **F32)
+    theirs_all = unflatten_weights(ref["wgrads"], mode, layers, D)
+    assert len(wgrads) == len(theirs_all) == layers * D
+    for ours, theirs in zip(wgrads, theirs_all):
         for a, b in zip(ours, theirs):
             np.testing.assert_allclose(a, b, **F32)
 
 
-def test_torch_parity_batch_first_no_bias(rng):
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(1)
-    m = torch_module(torch, "lstm", 2, True, batch_first=True, bias=False)
-    weights = module_weights(m, 2, 2)
-    assert weights[0][2] is None
+def test_torch_parity_batch_first_no_bias(rng, torch_ref):
     x = rng.standard_normal((B, T, I)).astype(np.float32)
     dout = rng.standard_normal((B, T, 2 * H)).astype(np.float32)
     zeros = np.zeros((4, B, H), np.float32)
+    weights = random_weights(1, "lstm", 2, 2, bias=False)
+    ref = rnn_reference(torch_ref, weights, ("lstm", 2, True, 0.0, True, False), "lstm", 2, 2,
+                        x, None, None, LENGTHS, dout, zeros, zeros, batch_first=True)
+    assert weights[0][2] is None
     out, h_n, c_n, cache = K.rnn_stack_forward(x, None, weights, "lstm", 2, True, lengths=list(LENGTHS),
                                                batch_first=True)
     dx, _, _, wgrads = K.rnn_stack_backward(dout, None, None, cache)
-    t_out, t_h, t_c, (t_dx, _, _) = torch_run(torch, m, x, None, None, LENGTHS, dout, zeros, zeros, "lstm",
-                                              batch_first=True)
-    np.testing.assert_allclose(out, t_out, **F32)
-    np.testing.assert_allclose(h_n, t_h, **F32)
-    np.testing.assert_allclose(dx, t_dx, **F32)
-    for ours, theirs in zip(wgrads, module_weight_grads(m, 2, 2)):
+    np.testing.assert_allclose(out, ref["out"], **F32)
+    np.testing.assert_allclose(h_n, ref["h_n"], **F32)
+    np.testing.assert_allclose(dx, ref["dx"], **F32)
+    theirs_all = unflatten_weights(ref["wgrads"], "lstm", 2, 2, bias=False)
+    assert len(wgrads) == len(theirs_all) == 4
+    for ours, theirs in zip(wgrads, theirs_all):
         assert ours[2] is None and ours[3] is None
         np.testing.assert_allclose(ours[0], theirs[0], **F32)
         np.testing.assert_allclose(ours[1], theirs[1], **F32)
 
 
-def test_torch_parity_dropout_one(rng):
+def test_torch_parity_dropout_one(rng, torch_ref):
     """dropout=1 zeroes layer 0's output deterministically in both libraries."""
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(2)
-    m = torch_module(torch, "gru", 2, False, dropout=1.0)
-    m.train()
-    weights = module_weights(m, 2, 1)
     x = rng.standard_normal((T, B, I)).astype(np.float32)
     dout = rng.standard_normal((T, B, H)).astype(np.float32)
     zeros = np.zeros((2, B, H), np.float32)
+    weights = random_weights(2, "gru", 2, 1)
+    ref = rnn_reference(torch_ref, weights, ("gru", 2, False, 1.0), "gru", 2, 1,
+                        x, None, None, None, dout, zeros, None)
     out, h_n, _, cache = K.rnn_stack_forward(x, None, weights, "gru", 2, dropout=1.0, training=True)
     dx, _, _, wgrads = K.rnn_stack_backward(dout, None, None, cache)
-    t_out, t_h, _, (t_dx, _, _) = torch_run(torch, m, x, None, None, None, dout, zeros, None, "gru")
-    np.testing.assert_allclose(out, t_out, **F32)
-    np.testing.assert_allclose(h_n, t_h, **F32)
-    np.testing.assert_allclose(dx, t_dx, **F32)
+    np.testing.assert_allclose(out, ref["out"], **F32)
+    np.testing.assert_allclose(h_n, ref["h_n"], **F32)
+    np.testing.assert_allclose(dx, ref["dx"], **F32)
     assert (dx == 0).all()
-    for ours, theirs in zip(wgrads, module_weight_grads(m, 2, 1)):
+    theirs_all = unflatten_weights(ref["wgrads"], "gru", 2, 1)
+    assert len(wgrads) == len(theirs_all) == 2
+    for ours, theirs in zip(wgrads, theirs_all):
         for a, b in zip(ours, theirs):
             np.testing.assert_allclose(a, b, **F32)
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("with_state", [True, False])
-def test_cells_torch_parity(rng, mode, with_state):
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(3)
-    nn = torch.nn
-    if mode.startswith("rnn"):
-        cell = nn.RNNCell(I, H, nonlinearity=mode[4:])
-    else:
-        cell = (nn.LSTMCell if mode == "lstm" else nn.GRUCell)(I, H)
-    w = tuple(p.detach().numpy().copy() for p in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh))
+def test_cells_torch_parity(rng, mode, with_state, torch_ref):
     f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)
     x, dh_new, dc_new = f32(B, I), f32(B, H), f32(B, H)
     h = f32(B, H) if with_state else None
     c = f32(B, H) if with_state and mode == "lstm" else None
+
+    w = random_weights(3, mode, 1, 1)[0]
+
+    def torch_side(torch):
+        nn = torch.nn
+        if mode.startswith("rnn"):
+            cell = nn.RNNCell(I, H, nonlinearity=mode[4:])
+        else:
+            cell = (nn.LSTMCell if mode == "lstm" else nn.GRUCell)(I, H)
+        params = [getattr(cell, n) for n in PARAMS]
+        with torch.no_grad():
+            for p, a in zip(params, w):
+                p.copy_(torch.tensor(a))
+        xt = torch.tensor(x, requires_grad=True)
+        ht = None if h is None else torch.tensor(h, requires_grad=True)
+        ct = None if c is None else torch.tensor(c, requires_grad=True)
+        res = {}
+        if mode == "lstm":
+            t_h, t_c = cell(xt, None if ht is None else (ht, ct))
+            loss = (t_h * torch.tensor(dh_new)).sum() + (t_c * torch.tensor(dc_new)).sum()
+            res["c_new"] = t_c
+        else:
+            t_h = cell(xt, ht)
+            loss = (t_h * torch.tensor(dh_new)).sum()
+        loss.backward()
+        res.update(h_new=t_h, dx=xt.grad, wgrads=flat(torch, [p.grad for p in params]))
+        if ht is not None:
+            res["dh"] = ht.grad
+        if ct is not None:
+            res["dc"] = ct.grad
+        return res
+
+    ref = torch_ref(torch_side, inputs=packed_inputs(x, dh_new, dc_new, h, c, *w))
     h_new, c_new, saved = K.rnn_cell_forward(x, h, *w, mode, c)
     dx, dh, dc, *wg = K.rnn_cell_backward(dh_new, dc_new if mode == "lstm" else None, x, h, c, *w, saved, mode)
-
-    xt = torch.tensor(x, requires_grad=True)
-    ht = None if h is None else torch.tensor(h, requires_grad=True)
-    ct = None if c is None else torch.tensor(c, requires_grad=True)
     if mode == "lstm":
-        t_h, t_c = cell(xt, None if ht is None else (ht, ct))
-        loss = (t_h * torch.tensor(dh_new)).sum() + (t_c * torch.tensor(dc_new)).sum()
-        np.testing.assert_allclose(c_new, t_c.detach().numpy(), **F32)
+        np.testing.assert_allclose(c_new, ref["c_new"], **F32)
     else:
-        t_h = cell(xt, ht)
-        loss = (t_h * torch.tensor(dh_new)).sum()
         assert c_new is None and dc is None
-    loss.backward()
-    np.testing.assert_allclose(h_new, t_h.detach().numpy(), **F32)
-    np.testing.assert_allclose(dx, xt.grad.numpy(), **F32)
+    np.testing.assert_allclose(h_new, ref["h_new"], **F32)
+    np.testing.assert_allclose(dx, ref["dx"], **F32)
     if with_state:
-        np.testing.assert_allclose(dh, ht.grad.numpy(), **F32)
+        np.testing.assert_allclose(dh, ref["dh"], **F32)
         if mode == "lstm":
-            np.testing.assert_allclose(dc, ct.grad.numpy(), **F32)
-    for ours, p in zip(wg, (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)):
-        np.testing.assert_allclose(ours, p.grad.numpy(), **F32)
+            np.testing.assert_allclose(dc, ref["dc"], **F32)
+    wg_torch = unflatten_weights(ref["wgrads"], mode, 1, 1)[0]
+    assert len(wg) == 4
+    for ours, theirs in zip(wg, wg_torch):
+        np.testing.assert_allclose(ours, theirs, **F32)
 
 
 # ---------------------------------------------------------------------------
