@@ -9,23 +9,22 @@ import pytest
 
 import ctransformer as ct
 import ctransformer.nn as nn
-from nn_parity import copy_weights
-
-torch = pytest.importorskip("torch")
-tnn = torch.nn
+from golden import torch_reference
+from nn_parity import F32, assert_param_grads, load_torch_state, torch_param_grads, torch_state
 
 
-def build(m):
-    """A model touching every registration path, built from torch.nn or ours."""
+def build(lib):
+    """A model touching every registration path, built from torch or ours (``lib``)."""
+    m = lib.nn
 
     class Block(m.Module):
         def __init__(self):
             super().__init__()
-            self.scale = m.Parameter(ct_or_torch(m).ones(4))
+            self.scale = m.Parameter(lib.ones(4))
             self.proj = m.Linear(4, 4)
             self.norm = m.LayerNorm(4)
-            self.register_buffer("pos", ct_or_torch(m).arange(4.0))
-            self.register_buffer("cache", ct_or_torch(m).zeros(2), persistent=False)
+            self.register_buffer("pos", lib.arange(4.0))
+            self.register_buffer("cache", lib.zeros(2), persistent=False)
 
         def forward(self, x):
             return self.norm(self.proj(x) * self.scale + self.pos)
@@ -49,42 +48,57 @@ def build(m):
     return Net()
 
 
-def ct_or_torch(m):
-    return torch if m is tnn else ct
+def names(named):
+    return [n for n, _ in named]
 
 
 def test_names_order_and_keys_match_torch():
-    tm, cm = build(tnn), build(nn)
-    assert [n for n, _ in cm.named_parameters()] == [n for n, _ in tm.named_parameters()]
-    assert [n for n, _ in cm.named_parameters(remove_duplicate=False)] == \
-        [n for n, _ in tm.named_parameters(remove_duplicate=False)]
-    assert [n for n, _ in cm.named_buffers()] == [n for n, _ in tm.named_buffers()]
-    assert [n for n, _ in cm.named_modules()] == [n for n, _ in tm.named_modules()]
-    assert [n for n, _ in cm.named_children()] == [n for n, _ in tm.named_children()]
-    assert list(cm.state_dict()) == list(tm.state_dict())
+    def torch_side(torch):
+        tm = build(torch)
+        return dict(params=names(tm.named_parameters()),
+                    params_dup=names(tm.named_parameters(remove_duplicate=False)),
+                    buffers=names(tm.named_buffers()), modules=names(tm.named_modules()),
+                    children=names(tm.named_children()), state=list(tm.state_dict()),
+                    n_params=len(list(tm.parameters())), shapes=[list(p.shape) for p in tm.parameters()],
+                    repr=repr(tm))
+
+    ref = torch_reference(torch_side)
+    cm = build(ct)
+    assert names(cm.named_parameters()) == list(ref["params"])
+    assert names(cm.named_parameters(remove_duplicate=False)) == list(ref["params_dup"])
+    assert names(cm.named_buffers()) == list(ref["buffers"])
+    assert names(cm.named_modules()) == list(ref["modules"])
+    assert names(cm.named_children()) == list(ref["children"])
+    assert list(cm.state_dict()) == list(ref["state"])
     assert "blocks.0.cache" not in cm.state_dict() and "blocks.0.pos" in cm.state_dict()
-    assert len(list(cm.parameters())) == len(list(tm.parameters()))  # the tied weight counts once
-    assert [tuple(p.shape) for p in cm.parameters()] == [tuple(p.shape) for p in tm.parameters()]
-    assert repr(cm) == repr(tm)
+    assert len(list(cm.parameters())) == ref["n_params"]  # the tied weight counts once
+    assert [tuple(p.shape) for p in cm.parameters()] == [tuple(int(d) for d in s) for s in ref["shapes"]]
+    assert repr(cm) == ref["repr"]
 
 
 def test_full_model_parity_through_state_dict():
-    tm, cm = build(tnn), build(nn)
-    copy_weights(tm, cm)
-    assert cm.out.weight is cm.embed.weight  # loading keeps the tie
     ids = np.array([[1, 2, 3], [6, 0, 2]])
-    t_outs, c_outs = tm(torch.tensor(ids)), cm(ct.tensor(ids))
-    for t, c in zip(t_outs, c_outs):
-        np.testing.assert_allclose(c.detach().numpy(), t.detach().numpy(), rtol=2e-4, atol=2e-5)
-    (t_outs[0].sum() + t_outs[1].pow(2).sum() + t_outs[2].sum()).backward()
+
+    def torch_side(torch):
+        tm = build(torch)
+        state = torch_state(tm)
+        outs = tm(torch.tensor(ids))
+        (outs[0].sum() + outs[1].pow(2).sum() + outs[2].sum()).backward()
+        return dict(state=state, outs=list(outs), grads=torch_param_grads(tm))
+
+    ref = torch_reference(torch_side, dict(ids=ids))
+    cm = build(ct)
+    load_torch_state(cm, ref["state"])
+    assert cm.out.weight is cm.embed.weight  # loading keeps the tie
+    c_outs = cm(ct.tensor(ids))
+    for t, c in zip(ref["outs"], c_outs):
+        np.testing.assert_allclose(c.detach().numpy(), t, **F32)
     (c_outs[0].sum() + (c_outs[1] ** 2).sum() + c_outs[2].sum()).backward()
-    t_params = dict(tm.named_parameters())
-    for name, p in cm.named_parameters():
-        np.testing.assert_allclose(p.grad.numpy(), t_params[name].grad.numpy(), rtol=2e-4, atol=2e-5, err_msg=name)
+    assert_param_grads(cm, ref["grads"])
 
 
 def test_load_state_dict_reports_every_problem_at_once():
-    cm = build(nn)
+    cm = build(ct)
     sd = cm.state_dict()
     del sd["blocks.0.proj.bias"]
     del sd["out.weight"]
@@ -204,7 +218,7 @@ def test_train_eval_apply_zero_grad_requires_grad():
 
 
 def test_to_double_float_keeps_parameter_objects():
-    m = build(nn)
+    m = build(ct)
     w = m.blocks[0].proj.weight
     m(ct.tensor([[1, 2]]))[0].sum().backward()
     assert m.double() is m
@@ -221,7 +235,7 @@ def test_to_double_float_keeps_parameter_objects():
 
 
 def test_deepcopy_preserves_ties_and_is_independent():
-    m = build(nn)
+    m = build(ct)
     m2 = copy.deepcopy(m)
     assert m2.out.weight is m2.embed.weight and m2.out.weight is not m.out.weight
     assert isinstance(m2.out.weight, nn.Parameter)
@@ -261,7 +275,9 @@ def test_sequential_containers_like_torch():
     md = nn.ModuleDict({"x": nn.Linear(1, 1)})
     md["y"] = nn.ReLU()
     assert list(md.keys()) == ["x", "y"] and "x" in md and len(md) == 2
-    assert repr(md) == repr(tnn.ModuleDict({"x": tnn.Linear(1, 1), "y": tnn.ReLU()}))
+    ref = torch_reference(lambda torch: dict(repr=repr(torch.nn.ModuleDict({"x": torch.nn.Linear(1, 1),
+                                                                            "y": torch.nn.ReLU()}))))
+    assert repr(md) == ref["repr"]
 
 
 def test_forward_hooks_and_missing_forward():
@@ -277,7 +293,7 @@ def test_forward_hooks_and_missing_forward():
 
 
 def test_get_submodule_and_parameter():
-    m = build(nn)
+    m = build(ct)
     assert m.get_submodule("blocks.1.proj") is m.blocks[1].proj
     assert m.get_parameter("heads.b.1.weight") is m.heads["b"][1].weight
     with pytest.raises(AttributeError):
