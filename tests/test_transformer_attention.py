@@ -1,6 +1,10 @@
 """F.scaled_dot_product_attention and nn.MultiheadAttention: torch parity
 (outputs and every gradient from the same weights), masks of every kind,
-fully masked rows, dropout, gradchecks, bad input."""
+fully masked rows, dropout, gradchecks, bad input.
+
+torch's side of each parity test is one ``torch_side(torch)`` function: live
+when torch is installed, otherwise its golden fixture
+(tests/golden/test_transformer_attention.npz, see tests/golden.py)."""
 import numpy as np
 import pytest
 
@@ -8,8 +12,6 @@ import ctransformer as ct
 import ctransformer.nn as nn
 import ctransformer.nn.functional as F
 from conftest import F32
-
-torch = pytest.importorskip("torch")
 
 F64 = dict(rtol=1e-9, atol=1e-11)
 
@@ -22,16 +24,36 @@ def ours(a, grad=True):
     return ct.tensor(np.array(a), requires_grad=grad and np.asarray(a).dtype.kind == "f")
 
 
-def theirs(a, grad=True):
+def theirs(torch, a, grad=True):
     t = torch.tensor(np.array(a))
     return t.requires_grad_() if grad and t.is_floating_point() else t
 
 
-def load_from_torch(mod, tmod):
-    """Copy torch's weights into ours by state_dict (the keys must be the same)."""
-    sd = {k: ct.tensor(v.detach().numpy().copy()) for k, v in tmod.state_dict().items()}
-    assert list(mod.state_dict()) == list(sd)
-    mod.load_state_dict(sd)
+def packed(torch, tensors):
+    """Tensors as one flat tensor: a fixture stores one array instead of many small ones."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def unpack(flat, shapes):
+    """The arrays ``packed`` joined, given their shapes (ours, which must match torch's)."""
+    shapes = [tuple(s) for s in shapes]
+    sizes = [int(np.prod(s)) for s in shapes]
+    assert flat.size == sum(sizes), f"torch's values hold {flat.size} numbers, ours {sum(sizes)} ({shapes})"
+    return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
+
+
+def state_of(torch, tmod):
+    """torch's state_dict as its key order and its values packed."""
+    sd = tmod.state_dict()
+    return dict(keys=list(sd), values=packed(torch, sd.values()))
+
+
+def load_state(mod, state):
+    """Load torch's weights into ours by state_dict (the keys must be the same, in torch's order)."""
+    keys = [str(k) for k in state["keys"]]
+    assert list(mod.state_dict()) == keys
+    values = unpack(state["values"], [v.shape for v in mod.state_dict().values()])
+    mod.load_state_dict({k: ct.tensor(v.copy()) for k, v in zip(keys, values)})
     return mod
 
 
@@ -40,22 +62,25 @@ def weights_like(out, seed=7):
     return np.random.default_rng(seed).standard_normal(tuple(out.shape)).astype(out.dtype)
 
 
-def backprop(out_ours, out_torch):
-    w = weights_like(out_ours)
-    (out_ours * ct.tensor(w)).sum().backward()
+def backprop(out_ours):
+    (out_ours * ct.tensor(weights_like(out_ours))).sum().backward()
+
+
+def backprop_torch(torch, out_torch):
+    w = weights_like(out_torch.detach().numpy())
     (out_torch * torch.tensor(w)).sum().backward()
 
 
 def assert_close(a, b, dtype, what=""):
     a = a._data if isinstance(a, ct.Tensor) else a
-    b = b.detach().numpy() if isinstance(b, torch.Tensor) else b
     np.testing.assert_allclose(a, b, err_msg=what, **tol(dtype))
 
 
-def assert_grads(pairs, dtype):
-    for name, a, b in pairs:
+def assert_grads(triples, dtype):
+    """(name, our tensor, torch's gradient) triples."""
+    for name, a, b in triples:
         assert a.grad is not None, f"no gradient for {name}"
-        assert_close(a.grad, b.grad, dtype, f"gradient of {name}")
+        assert_close(a.grad, b, dtype, f"gradient of {name}")
 
 
 # ---------------------------------------------------------------- scaled_dot_product_attention
@@ -84,31 +109,44 @@ def make_mask(spec, rng, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", SDPA_CASES)
-def test_sdpa_parity(case, dtype):
+def test_sdpa_parity(case, dtype, torch_ref):
     rng = np.random.default_rng(0)
     qs, ks, vs, ms = case
     q, k, v = (rng.standard_normal(s).astype(dtype) for s in (qs, ks, vs))
     mask = make_mask(ms, rng, dtype)
+
+    def torch_side(torch):
+        b = [theirs(torch, x) for x in (q, k, v)]
+        out = torch.nn.functional.scaled_dot_product_attention(*b, attn_mask=None if mask is None else torch.tensor(mask))
+        backprop_torch(torch, out)
+        return dict(out=out, grads=packed(torch, [t.grad for t in b]))
+
+    ref = torch_ref(torch_side, inputs=dict(q=q, k=k, v=v, **({} if mask is None else dict(mask=mask))))
     a = [ours(x) for x in (q, k, v)]
-    b = [theirs(x) for x in (q, k, v)]
     out = F.scaled_dot_product_attention(*a, attn_mask=None if mask is None else ct.tensor(mask))
-    ref = torch.nn.functional.scaled_dot_product_attention(*b, attn_mask=None if mask is None else torch.tensor(mask))
-    assert tuple(out.shape) == tuple(ref.shape)
-    assert_close(out, ref, dtype)
-    backprop(out, ref)
-    assert_grads(zip("qkv", a, b), dtype)
+    assert tuple(out.shape) == ref["out"].shape
+    assert_close(out, ref["out"], dtype)
+    backprop(out)
+    assert_grads(zip("qkv", a, unpack(ref["grads"], (qs, ks, vs))), dtype)
 
 
 @pytest.mark.parametrize("scale", [None, 0.7])
-def test_sdpa_causal_and_scale(scale):
+def test_sdpa_causal_and_scale(scale, torch_ref):
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((2, 2, 5, 4)).astype(np.float32) for _ in range(3))
-    a, b = [ours(x) for x in (q, k, v)], [theirs(x) for x in (q, k, v)]
+
+    def torch_side(torch):
+        b = [theirs(torch, x) for x in (q, k, v)]
+        out = torch.nn.functional.scaled_dot_product_attention(*b, is_causal=True, scale=scale)
+        backprop_torch(torch, out)
+        return dict(out=out, grads=packed(torch, [t.grad for t in b]))
+
+    ref = torch_ref(torch_side, inputs=dict(q=q, k=k, v=v))
+    a = [ours(x) for x in (q, k, v)]
     out = F.scaled_dot_product_attention(*a, is_causal=True, scale=scale)
-    ref = torch.nn.functional.scaled_dot_product_attention(*b, is_causal=True, scale=scale)
-    assert_close(out, ref, np.float32)
-    backprop(out, ref)
-    assert_grads(zip("qkv", a, b), np.float32)
+    assert_close(out, ref["out"], np.float32)
+    backprop(out)
+    assert_grads(zip("qkv", a, unpack(ref["grads"], [x.shape for x in (q, k, v)])), np.float32)
 
 
 def test_sdpa_gradcheck_float64():
@@ -189,41 +227,69 @@ def test_sdpa_bad_input():
 
 # ---------------------------------------------------------------- MultiheadAttention
 
-def mha_pair(E=8, H=2, dtype=np.float32, seed=0, **kw):
-    torch.manual_seed(seed)
+def torch_mha(torch, E=8, H=2, dtype=np.float32, **kw):
+    """torch's MultiheadAttention (its own init), with non-zero biases so their gradients are exercised."""
     tm = torch.nn.MultiheadAttention(E, H, **kw)
     if dtype == np.float64:
         tm = tm.double()
-    with torch.no_grad():  # non-zero biases so their gradients are exercised
+    with torch.no_grad():
         for n, p in tm.named_parameters():
             if "bias" in n:
                 p.normal_(0, 0.1)
+    return tm
+
+
+def ours_mha(E=8, H=2, seed=0, **kw):
+    """Our MultiheadAttention (our init), with non-zero biases, for the tests that need no torch."""
+    ct.manual_seed(seed)
     m = nn.MultiheadAttention(E, H, **kw)
+    rng = np.random.default_rng(seed)
+    for n, p in m.named_parameters():
+        if "bias" in n:
+            p.data = ct.tensor(rng.normal(0, 0.1, tuple(p.shape)).astype(np.float32))
+    return m
+
+
+def run_mha(torch_ref, q, k, v, dtype, self_attn=False, mha_kw=None, **kw):
+    """torch's MultiheadAttention(8, 2, **mha_kw) and ours from its weights, run with the
+    same inputs and kwargs (masks as numpy): compare outputs, weights and every gradient.
+    Returns our module and output."""
+    mha_kw = mha_kw or {}
+    names = ["query"] if self_attn else ["query", "key", "value"]
+
+    def torch_side(torch):
+        tm = torch_mha(torch, dtype=dtype, **mha_kw)
+        b = [theirs(torch, x) for x in (q, k, v)] if not self_attn else [theirs(torch, q)] * 3
+        kt = {n: (torch.tensor(x) if isinstance(x, np.ndarray) else x) for n, x in kw.items()}
+        ref, rw = tm(*b, **kt)
+        backprop_torch(torch, ref)
+        return dict(state=state_of(torch, tm), out=ref, has_weights=rw is not None,
+                    weights=np.zeros(0) if rw is None else rw,
+                    input_grads=packed(torch, [t.grad for t in b[:len(names)]]),
+                    param_grads=packed(torch, [p.grad for _, p in tm.named_parameters()]))
+
+    inputs = dict(q=q) if self_attn else dict(q=q, k=k) if k is v else dict(q=q, k=k, v=v)
+    inputs.update({n: x for n, x in kw.items() if isinstance(x, np.ndarray)})
+    ref = torch_ref(torch_side, inputs=inputs)
+    m = nn.MultiheadAttention(8, 2, **mha_kw)
     if dtype == np.float64:
         m = m.double()
-    return load_from_torch(m, tm), tm
-
-
-def run_mha(m, tm, q, k, v, dtype, self_attn=False, **kw):
-    """Run both with the same inputs and kwargs (masks as numpy), compare
-    outputs, weights and every gradient."""
+    load_state(m, ref["state"])
     a = [ours(x) for x in (q, k, v)] if not self_attn else [ours(q)] * 3
-    b = [theirs(x) for x in (q, k, v)] if not self_attn else [theirs(q)] * 3
     ko = {n: (ct.tensor(x) if isinstance(x, np.ndarray) else x) for n, x in kw.items()}
-    kt = {n: (torch.tensor(x) if isinstance(x, np.ndarray) else x) for n, x in kw.items()}
     out, w = m(*a, **ko)
-    ref, rw = tm(*b, **kt)
-    assert_close(out, ref, dtype, "output")
-    if rw is None:
+    assert_close(out, ref["out"], dtype, "output")
+    if not ref["has_weights"]:
         assert w is None
     else:
-        assert tuple(w.shape) == tuple(rw.shape)
-        assert_close(w, rw, dtype, "attention weights")
-    backprop(out, ref)
-    names = ["query"] if self_attn else ["query", "key", "value"]
-    assert_grads(zip(names, a, b), dtype)
-    assert_grads([(n, p, tp) for (n, p), (_, tp) in zip(m.named_parameters(), tm.named_parameters())], dtype)
-    return out
+        assert tuple(w.shape) == ref["weights"].shape
+        assert_close(w, ref["weights"], dtype, "attention weights")
+    backprop(out)
+    assert_grads(zip(names, a, unpack(ref["input_grads"], [x.shape for x in a[:len(names)]])), dtype)
+    params = list(m.named_parameters())
+    grads = unpack(ref["param_grads"], [p.shape for _, p in params])
+    assert_grads([(n, p, g) for (n, p), g in zip(params, grads)], dtype)
+    return m, out
 
 
 def seq(rng, L, N, E, dtype, batch_first):
@@ -231,12 +297,19 @@ def seq(rng, L, N, E, dtype, batch_first):
     return x.astype(dtype)
 
 
-def test_mha_state_dict_keys_match_torch():
-    for kw in ({}, dict(bias=False), dict(kdim=5, vdim=3), dict(batch_first=True)):
-        m, tm = mha_pair(**kw)
-        assert list(m.state_dict()) == list(tm.state_dict())
-        for k, v in tm.state_dict().items():
-            assert tuple(m.state_dict()[k].shape) == tuple(v.shape)
+def test_mha_state_dict_keys_match_torch(torch_ref):
+    configs = ({}, dict(bias=False), dict(kdim=5, vdim=3), dict(batch_first=True))
+
+    def torch_side(torch):
+        sds = [torch_mha(torch, **kw).state_dict() for kw in configs]
+        return dict(keys=[list(sd) for sd in sds], shapes=[[list(v.shape) for v in sd.values()] for sd in sds])
+
+    ref = torch_ref(torch_side)
+    for kw, keys, shapes in zip(configs, ref["keys"], ref["shapes"]):
+        m = nn.MultiheadAttention(8, 2, **kw)
+        assert list(m.state_dict()) == [str(k) for k in keys]
+        for k, shape in zip(keys, shapes):
+            assert tuple(m.state_dict()[str(k)].shape) == tuple(int(n) for n in shape)
 
 
 def test_mha_init_follows_torch():
@@ -250,38 +323,35 @@ def test_mha_init_follows_torch():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("batch_first", [False, True])
-def test_mha_self_attention_parity(dtype, batch_first):
+def test_mha_self_attention_parity(dtype, batch_first, torch_ref):
     rng = np.random.default_rng(1)
-    m, tm = mha_pair(dtype=dtype, batch_first=batch_first)
     x = seq(rng, 5, 3, 8, dtype, batch_first)
-    run_mha(m, tm, x, x, x, dtype, self_attn=True)
+    run_mha(torch_ref, x, x, x, dtype, self_attn=True, mha_kw=dict(batch_first=batch_first))
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("need_weights,average", [(True, True), (True, False), (False, True)])
-def test_mha_cross_attention_weights(batch_first, need_weights, average):
+def test_mha_cross_attention_weights(batch_first, need_weights, average, torch_ref):
     rng = np.random.default_rng(2)
-    m, tm = mha_pair(batch_first=batch_first)
     q, kv = seq(rng, 4, 2, 8, np.float32, batch_first), seq(rng, 6, 2, 8, np.float32, batch_first)
-    run_mha(m, tm, q, kv, kv, np.float32, need_weights=need_weights, average_attn_weights=average)
+    run_mha(torch_ref, q, kv, kv, np.float32, mha_kw=dict(batch_first=batch_first), need_weights=need_weights,
+            average_attn_weights=average)
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
-def test_mha_kdim_vdim_parity(batch_first):
+def test_mha_kdim_vdim_parity(batch_first, torch_ref):
     rng = np.random.default_rng(3)
-    m, tm = mha_pair(kdim=5, vdim=3, batch_first=batch_first)
-    assert m.in_proj_weight is None and tuple(m.k_proj_weight.shape) == (8, 5)
     q = seq(rng, 4, 2, 8, np.float32, batch_first)
     k, v = seq(rng, 6, 2, 5, np.float32, batch_first), seq(rng, 6, 2, 3, np.float32, batch_first)
-    run_mha(m, tm, q, k, v, np.float32)
+    m, _ = run_mha(torch_ref, q, k, v, np.float32, mha_kw=dict(kdim=5, vdim=3, batch_first=batch_first))
+    assert m.in_proj_weight is None and tuple(m.k_proj_weight.shape) == (8, 5)
 
 
-def test_mha_without_bias_parity():
+def test_mha_without_bias_parity(torch_ref):
     rng = np.random.default_rng(4)
-    m, tm = mha_pair(bias=False)
-    assert m.in_proj_bias is None and m.out_proj.bias is None
     q, kv = seq(rng, 4, 2, 8, np.float32, False), seq(rng, 5, 2, 8, np.float32, False)
-    run_mha(m, tm, q, kv, kv, np.float32)
+    m, _ = run_mha(torch_ref, q, kv, kv, np.float32, mha_kw=dict(bias=False))
+    assert m.in_proj_bias is None and m.out_proj.bias is None
 
 
 def _masks(rng, N, H, L, S, dtype):
@@ -313,21 +383,21 @@ MASK_COMBOS = [
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("combo", MASK_COMBOS, ids=lambda c: "+".join(c.values()))
 @pytest.mark.parametrize("batch_first", [False, True])
-def test_mha_masks_parity(combo, batch_first):
+def test_mha_masks_parity(combo, batch_first, torch_ref):
     rng = np.random.default_rng(5)
     N, H, L, S = 2, 2, 4, 6
-    m, tm = mha_pair(batch_first=batch_first)
     masks = _masks(rng, N, H, L, S, np.float32)
     q, kv = seq(rng, L, N, 8, np.float32, batch_first), seq(rng, S, N, 8, np.float32, batch_first)
-    run_mha(m, tm, q, kv, kv, np.float32, **{k: masks[v] for k, v in combo.items()})
+    run_mha(torch_ref, q, kv, kv, np.float32, mha_kw=dict(batch_first=batch_first),
+            **{k: masks[v] for k, v in combo.items()})
 
 
-def test_mha_causal_mask_and_is_causal_hint():
+def test_mha_causal_mask_and_is_causal_hint(torch_ref):
     rng = np.random.default_rng(6)
-    m, tm = mha_pair()
     x = seq(rng, 5, 2, 8, np.float32, False)
     causal = np.triu(np.ones((5, 5), bool), 1)
-    run_mha(m, tm, x, x, x, np.float32, self_attn=True, attn_mask=causal, is_causal=True, need_weights=False)
+    m, _ = run_mha(torch_ref, x, x, x, np.float32, self_attn=True, attn_mask=causal, is_causal=True,
+                   need_weights=False)
     # Without a mask torch requires one; we apply the causal mask the hint names.
     out_hint, _ = m(ct.tensor(x), ct.tensor(x), ct.tensor(x), is_causal=True, need_weights=False)
     out_mask, _ = m(ct.tensor(x), ct.tensor(x), ct.tensor(x), attn_mask=ct.tensor(causal), need_weights=False)
@@ -337,19 +407,18 @@ def test_mha_causal_mask_and_is_causal_hint():
     np.testing.assert_allclose(out_float._data, out_mask._data, **F32)
 
 
-def test_mha_unbatched_parity():
+def test_mha_unbatched_parity(torch_ref):
     rng = np.random.default_rng(7)
-    m, tm = mha_pair()
     q, kv = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((6, 8)).astype(np.float32)
     kpm = np.zeros(6, bool)
     kpm[-1] = True
-    run_mha(m, tm, q, kv, kv, np.float32, key_padding_mask=kpm)
+    run_mha(torch_ref, q, kv, kv, np.float32, key_padding_mask=kpm)
 
 
 @pytest.mark.parametrize("kind", ["bool", "-inf"])
 def test_mha_fully_masked_rows_no_nan(kind):
     rng = np.random.default_rng(8)
-    m, _ = mha_pair(batch_first=True)
+    m = ours_mha(batch_first=True)
     q = ours(rng.standard_normal((2, 3, 8)).astype(np.float32))
     kv = ours(rng.standard_normal((2, 4, 8)).astype(np.float32))
     kpm = np.zeros((2, 4), bool)
@@ -366,7 +435,7 @@ def test_mha_fully_masked_rows_no_nan(kind):
 
 def test_mha_dropout_train_vs_eval():
     rng = np.random.default_rng(9)
-    m, _ = mha_pair(dropout=0.5)
+    m = ours_mha(dropout=0.5)
     x = ct.tensor(seq(rng, 5, 2, 8, np.float32, False))
     ct.manual_seed(1)
     a, wa = m(x, x, x)
@@ -400,7 +469,7 @@ def test_mha_gradcheck_float64_with_masks():
 
 
 def test_mha_gradient_through_weights_is_refused():
-    m, _ = mha_pair()
+    m = ours_mha()
     x = ct.randn(3, 2, 8, requires_grad=True)
     _, w = m(x, x, x)
     with pytest.raises(RuntimeError, match="gradients through the returned attention weights are not supported"):
