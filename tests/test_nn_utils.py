@@ -7,49 +7,67 @@ import pytest
 
 import ctransformer as ct
 import ctransformer.nn as nn
+from golden import torch_reference
 from nn_parity import F32
 
-torch = pytest.importorskip("torch")
 
-
-def grads_pair(seed=0, scale=1.0, dtype=np.float32):
+def grad_arrays(seed=0, scale=1.0, dtype=np.float32):
     rng = np.random.default_rng(seed)
-    shapes = [(3, 4), (5,), (2, 3, 2)]
-    tps, cps = [], []
-    for s in shapes:
-        g = (rng.standard_normal(s) * scale).astype(dtype)
-        tp = torch.zeros(s, dtype=getattr(torch, np.dtype(dtype).name), requires_grad=True)
-        tp.grad = torch.tensor(g.copy())
-        cp = nn.Parameter(ct.zeros(*s, dtype=dtype))
+    return [(rng.standard_normal(s) * scale).astype(dtype) for s in [(3, 4), (5,), (2, 3, 2)]]
+
+
+def our_params(grads):
+    """Zero parameters with the given gradients (None: no gradient)."""
+    cps = []
+    for g in grads:
+        cp = nn.Parameter(ct.zeros(*g.shape, dtype=g.dtype))
         cp.grad = ct.tensor(g.copy())
-        tps.append(tp)
         cps.append(cp)
-    return tps, cps
+    return cps
+
+
+def torch_clip(grads, clip, missing=()):
+    """Torch's side: clip(torch, params) on zero parameters holding ``grads``
+    (those at ``missing`` without gradient); its result and the gradients."""
+    inputs = {f"g{i}": g for i, g in enumerate(grads)}
+
+    def torch_side(torch):
+        tps = []
+        for i, g in enumerate(grads):
+            tp = torch.zeros(g.shape, dtype=getattr(torch, g.dtype.name), requires_grad=True)
+            tp.grad = None if i in missing else torch.tensor(g.copy())
+            tps.append(tp)
+        total = clip(torch, tps)
+        return dict(total=np.zeros(0) if total is None else total,
+                    grads=[np.zeros(0) if t.grad is None else t.grad for t in tps])
+
+    return torch_reference(torch_side, inputs)
 
 
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, float("inf")])
 @pytest.mark.parametrize("max_norm", [0.5, 1e3])
 def test_clip_grad_norm_parity(norm_type, max_norm):
-    tps, cps = grads_pair(scale=2.0)
-    t_total = torch.nn.utils.clip_grad_norm_(tps, max_norm, norm_type=norm_type)
+    grads = grad_arrays(scale=2.0)
+    ref = torch_clip(grads, lambda torch, ps: torch.nn.utils.clip_grad_norm_(ps, max_norm, norm_type=norm_type))
+    cps = our_params(grads)
     c_total = nn.utils.clip_grad_norm_(cps, max_norm, norm_type=norm_type)
     assert isinstance(c_total, ct.Tensor) and c_total.dim() == 0 and c_total.dtype == np.float32
-    np.testing.assert_allclose(c_total.item(), t_total.item(), **F32)
-    for t, c in zip(tps, cps):
-        np.testing.assert_allclose(c.grad.numpy(), t.grad.numpy(), **F32)
+    np.testing.assert_allclose(c_total.item(), ref["total"].item(), **F32)
+    for t, c in zip(ref["grads"], cps):
+        np.testing.assert_allclose(c.grad.numpy(), t, **F32)
 
 
 def test_clip_grad_norm_float64_single_tensor_and_missing_grads():
-    tps, cps = grads_pair(dtype=np.float64)
-    tps[1].grad = None
+    grads = grad_arrays(dtype=np.float64)
+    ref = torch_clip(grads, lambda torch, ps: torch.nn.utils.clip_grad_norm_(ps, 0.1), missing=(1,))
+    cps = our_params(grads)
     cps[1].grad = None
-    t_total = torch.nn.utils.clip_grad_norm_(tps, 0.1)
     c_total = nn.utils.clip_grad_norm_(iter(cps), 0.1)  # a generator, as model.parameters()
     assert c_total.dtype == np.float64
-    np.testing.assert_allclose(c_total.item(), t_total.item(), rtol=1e-12)
-    for t, c in zip(tps, cps):
-        if t.grad is not None:
-            np.testing.assert_allclose(c.grad.numpy(), t.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(c_total.item(), ref["total"].item(), rtol=1e-12)
+    for i, (t, c) in enumerate(zip(ref["grads"], cps)):
+        if i != 1:
+            np.testing.assert_allclose(c.grad.numpy(), t, rtol=1e-12)
     single = nn.Parameter(ct.zeros(3))
     single.grad = ct.tensor([3.0, 4.0, 0.0])
     assert nn.utils.clip_grad_norm_(single, 1.0).item() == pytest.approx(5.0)
@@ -70,11 +88,12 @@ def test_clip_grad_norm_transposed_grad_and_nonfinite():
 
 
 def test_clip_grad_value():
-    tps, cps = grads_pair(scale=3.0)
-    torch.nn.utils.clip_grad_value_(tps, 1.5)
+    grads = grad_arrays(scale=3.0)
+    ref = torch_clip(grads, lambda torch, ps: torch.nn.utils.clip_grad_value_(ps, 1.5))
+    cps = our_params(grads)
     nn.utils.clip_grad_value_(cps, 1.5)
-    for t, c in zip(tps, cps):
-        np.testing.assert_array_equal(c.grad.numpy(), t.grad.numpy())
+    for t, c in zip(ref["grads"], cps):
+        np.testing.assert_array_equal(c.grad.numpy(), t)
 
 
 # ------------------------------------------------------------------ pad_sequence
@@ -83,18 +102,23 @@ def test_clip_grad_value():
 def test_pad_sequence_parity(batch_first, padding_side):
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal((n, 3)).astype(np.float32) for n in (4, 1, 3)]
-    t_seqs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    g = rng.standard_normal((3, 4, 3) if batch_first else (4, 3, 3)).astype(np.float32)
+
+    def torch_side(torch):
+        t_seqs = [torch.tensor(a, requires_grad=True) for a in arrays]
+        t_out = torch.nn.utils.rnn.pad_sequence(t_seqs, batch_first=batch_first, padding_value=-1.0,
+                                                padding_side=padding_side)
+        t_out.backward(torch.tensor(g))
+        return dict(out=t_out, grads=[t.grad for t in t_seqs])
+
+    ref = torch_reference(torch_side, dict(a0=arrays[0], a1=arrays[1], a2=arrays[2], g=g))
     c_seqs = [ct.tensor(a, requires_grad=True) for a in arrays]
-    t_out = torch.nn.utils.rnn.pad_sequence(t_seqs, batch_first=batch_first, padding_value=-1.0,
-                                            padding_side=padding_side)
     c_out = nn.utils.rnn.pad_sequence(c_seqs, batch_first=batch_first, padding_value=-1.0,
                                       padding_side=padding_side)
-    np.testing.assert_array_equal(c_out.detach().numpy(), t_out.detach().numpy())
-    g = rng.standard_normal(tuple(t_out.shape)).astype(np.float32)
-    t_out.backward(torch.tensor(g))
+    np.testing.assert_array_equal(c_out.detach().numpy(), ref["out"])
     c_out.backward(ct.tensor(g))
-    for t, c in zip(t_seqs, c_seqs):
-        np.testing.assert_array_equal(c.grad.numpy(), t.grad.numpy())
+    for t, c in zip(ref["grads"], c_seqs):
+        np.testing.assert_array_equal(c.grad.numpy(), t)
 
 
 def test_pad_sequence_ids_and_errors():
@@ -107,17 +131,22 @@ def test_pad_sequence_ids_and_errors():
 
 # ------------------------------------------------------------------ init
 def test_calculate_gain_matches_torch():
-    for nl, param in [("linear", None), ("sigmoid", None), ("tanh", None), ("relu", None), ("leaky_relu", None),
-                      ("leaky_relu", 0.2), ("selu", None), ("conv2d", None)]:
-        assert nn.init.calculate_gain(nl, param) == pytest.approx(torch.nn.init.calculate_gain(nl, param))
+    cases = [("linear", None), ("sigmoid", None), ("tanh", None), ("relu", None), ("leaky_relu", None),
+             ("leaky_relu", 0.2), ("selu", None), ("conv2d", None)]
+    ref = torch_reference(lambda torch: dict(gains=[float(torch.nn.init.calculate_gain(nl, param))
+                                                    for nl, param in cases]))
+    for (nl, param), gain in zip(cases, ref["gains"]):
+        assert nn.init.calculate_gain(nl, param) == pytest.approx(float(gain))
     with pytest.raises(ValueError, match="Unsupported nonlinearity"):
         nn.init.calculate_gain("swish")
 
 
 def test_fans_match_torch():
-    for shape in [(3, 5), (4, 2, 3), (6, 2, 2, 2)]:
-        assert nn.init._calculate_fan_in_and_fan_out(ct.zeros(*shape)) == \
-            torch.nn.init._calculate_fan_in_and_fan_out(torch.zeros(*shape))
+    shapes = [(3, 5), (4, 2, 3), (6, 2, 2, 2)]
+    ref = torch_reference(lambda torch: dict(fans=[list(torch.nn.init._calculate_fan_in_and_fan_out(torch.zeros(*s)))
+                                                   for s in shapes]))
+    for shape, fans in zip(shapes, ref["fans"]):
+        assert nn.init._calculate_fan_in_and_fan_out(ct.zeros(*shape)) == tuple(int(f) for f in fans)
     with pytest.raises(ValueError, match="fewer than 2 dimensions"):
         nn.init.xavier_uniform_(ct.zeros(5))
 
