@@ -133,22 +133,32 @@ def test_sdpa_backward_accumulates(rng):
 
 # ---- sdpa: torch parity -------------------------------------------------------
 
-def torch_sdpa_grads(torch, q, k, v, dout, **kw):
-    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
-    out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, **kw)
-    out.backward(torch.tensor(dout))
-    return out.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()
+def torch_sdpa_grads(torch_ref, q, k, v, dout, mask=None, is_causal=False):
+    """torch's scaled_dot_product_attention output and input gradients
+    (out, dq, dk, dv) for the loss sum(out * dout), live or from the fixture."""
+
+    def torch_side(torch):
+        tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+        out = torch.nn.functional.scaled_dot_product_attention(
+            tq, tk, tv, is_causal=is_causal, attn_mask=None if mask is None else torch.tensor(mask))
+        out.backward(torch.tensor(dout))
+        return dict(res=(out, tq.grad, tk.grad, tv.grad))
+
+    inputs = dict(q=q, k=k, v=v, dout=dout)
+    if mask is not None:
+        inputs["mask"] = mask
+    res = torch_ref(torch_side, inputs=inputs)["res"]
+    assert len(res) == 4
+    return res
 
 
 @pytest.mark.parametrize("kind,causal,tq,tk", [(None, True, 3, 5), (None, True, 5, 3),
                                                ("bool", False, 4, 4), ("float", False, 3, 5)])
-def test_sdpa_torch_parity(rng, kind, causal, tq, tk):
-    torch = pytest.importorskip("torch")
+def test_sdpa_torch_parity(rng, kind, causal, tq, tk, torch_ref):
     q, k, v = qkv(rng, B=2, H=3, Tq=tq, Tk=tk, Dh=8, Dv=5, dtype=np.float32)
     mask = make_mask(kind, rng, (2, 1, tq, tk), np.float32)
     dout = rng.standard_normal((2, 3, tq, 5)).astype(np.float32)
-    ref = torch_sdpa_grads(torch, q, k, v, dout, is_causal=causal,
-                           attn_mask=None if mask is None else torch.tensor(mask))
+    ref = torch_sdpa_grads(torch_ref, q, k, v, dout, mask=mask, is_causal=causal)
     out, probs = K.sdpa_forward(q, k, v, mask=mask, is_causal=causal)
     grads = K.sdpa_backward(dout, q, k, v, probs, mask=mask, is_causal=causal)
     for name, ours, theirs in zip(["out", "dq", "dk", "dv"], (out,) + grads, ref):
@@ -156,8 +166,7 @@ def test_sdpa_torch_parity(rng, kind, causal, tq, tk):
 
 
 @pytest.mark.parametrize("fill", ["bool", -np.inf])
-def test_sdpa_fully_masked_rows_are_zero_not_nan(rng, fill):
-    torch = pytest.importorskip("torch")
+def test_sdpa_fully_masked_rows_are_zero_not_nan(rng, fill, torch_ref):
     q, k, v = qkv(rng, Tq=3, Tk=4, dtype=np.float32)
     if fill == "bool":
         mask = np.ones((2, 2, 3, 4), bool)
@@ -174,7 +183,7 @@ def test_sdpa_fully_masked_rows_are_zero_not_nan(rng, fill):
         assert np.isfinite(a).all()
     assert (out[0, 1, 2] == 0).all() and (out[1, :, 0] == 0).all()
     assert (probs[0, 1, 2] == 0).all() and (dq[0, 1, 2] == 0).all() and (dq[1, :, 0] == 0).all()
-    ref = torch_sdpa_grads(torch, q, k, v, dout, attn_mask=torch.tensor(mask))
+    ref = torch_sdpa_grads(torch_ref, q, k, v, dout, mask=mask)
     for name, ours, theirs in zip(["out", "dq", "dk", "dv"], (out, dq, dk, dv), ref):
         np.testing.assert_allclose(ours, theirs, **F32, err_msg=name)
 
@@ -195,10 +204,9 @@ def test_sdpa_fully_masked_float64_gradcheck(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_sdpa_large_negative_additive_mask_matches_torch(rng, dtype):
+def test_sdpa_large_negative_additive_mask_matches_torch(rng, dtype, torch_ref):
     """-1e9 is arithmetic: a row masked with it everywhere is what torch gives
     (uniform weights in float32, where -1e9 swallows the scores)."""
-    torch = pytest.importorskip("torch")
     q, k, v = qkv(rng, Tq=3, Tk=4, dtype=dtype)
     mask = np.zeros((3, 4), dtype)
     mask[1] = -1e9
@@ -206,7 +214,7 @@ def test_sdpa_large_negative_additive_mask_matches_torch(rng, dtype):
     dout = rng.standard_normal((2, 2, 3, 3)).astype(dtype)
     out, probs = K.sdpa_forward(q, k, v, mask=mask)
     grads = K.sdpa_backward(dout, q, k, v, probs, mask=mask)
-    ref = torch_sdpa_grads(torch, q, k, v, dout, attn_mask=torch.tensor(mask))
+    ref = torch_sdpa_grads(torch_ref, q, k, v, dout, mask=mask)
     tol = F32 if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
     for name, ours, theirs in zip(["out", "dq", "dk", "dv"], (out,) + grads, ref):
         np.testing.assert_allclose(ours, theirs, **tol, err_msg=name)
@@ -377,96 +385,127 @@ def torch_mha(torch, E, H, kdim=None, vdim=None, bias=True):
     return torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True, kdim=kdim, vdim=vdim)
 
 
-def mha_weights_of(layer, packed=True):
-    d = lambda t: None if t is None else t.detach().numpy()  # noqa: E731
-    w = dict(out_weight=d(layer.out_proj.weight), out_bias=d(layer.out_proj.bias))
-    if packed and layer.in_proj_weight is not None:
+def torch_mha_params(layer):
+    """The layer's parameters that exist, under our names (torch side)."""
+    p = dict(in_proj_weight=layer.in_proj_weight, in_proj_bias=layer.in_proj_bias,
+             q_weight=layer.q_proj_weight, k_weight=layer.k_proj_weight, v_weight=layer.v_proj_weight,
+             out_weight=layer.out_proj.weight, out_bias=layer.out_proj.bias)
+    return {n: t for n, t in p.items() if t is not None}
+
+
+def mha_weights_of(params, E, packed=True):
+    """Our kernel's weight arguments from torch_mha_params' values (NumPy)."""
+    d = params.get
+    w = dict(out_weight=d("out_weight"), out_bias=d("out_bias"))
+    if packed and d("in_proj_weight") is not None:
         return dict(w, q_weight=None, k_weight=None, v_weight=None, q_bias=None, k_bias=None,
-                    v_bias=None, in_proj_weight=d(layer.in_proj_weight), in_proj_bias=d(layer.in_proj_bias))
-    E = layer.embed_dim
-    b = d(layer.in_proj_bias)
-    return dict(w, q_weight=d(layer.q_proj_weight), k_weight=d(layer.k_proj_weight),
-                v_weight=d(layer.v_proj_weight), q_bias=None if b is None else b[:E],
+                    v_bias=None, in_proj_weight=d("in_proj_weight"), in_proj_bias=d("in_proj_bias"))
+    b = d("in_proj_bias")
+    return dict(w, q_weight=d("q_weight"), k_weight=d("k_weight"),
+                v_weight=d("v_weight"), q_bias=None if b is None else b[:E],
                 k_bias=None if b is None else b[E:2 * E], v_bias=None if b is None else b[2 * E:])
 
 
+def torch_mha_run(torch, layer, query, key, value, dout, **kw):
+    """Forward and backward of sum(out * dout) through torch's layer: its
+    parameters, output (and weights when asked) and the gradients of the
+    inputs and parameters (torch side)."""
+    made = {}   # one leaf tensor per distinct array, as the tests pass them (self-attention: one)
+    tq, tk, tv = (made.setdefault(id(a), torch.tensor(a, requires_grad=True)) for a in (query, key, value))
+    params = torch_mha_params(layer)
+    res = dict(params={n: t.detach().clone() for n, t in params.items()})
+    t_out, t_w = layer(tq, tk, tv, **kw)
+    t_out.backward(torch.tensor(dout))
+    grads = {n: t.grad for n, t in params.items()}
+    seen = set()
+    for name, t in (("query", tq), ("key", tk), ("value", tv)):
+        if id(t) not in seen:  # a tensor passed twice has one gradient (the sum), under its first name
+            seen.add(id(t))
+            grads[name] = t.grad
+    res.update(out=t_out, grads=grads)
+    if t_w is not None:
+        res["attn_weights"] = t_w
+    return res
+
+
 @pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "causal"])
-def test_mha_torch_parity_packed(rng, mask_kind):
+def test_mha_torch_parity_packed(rng, mask_kind, torch_ref):
     """torch.nn.MultiheadAttention with key_padding_mask + attn_mask (True = NOT allowed)
     against our kernel with the combined mask (True = take part)."""
-    torch = pytest.importorskip("torch")
     B, Tq, Tk, E, H = 2, 4, 5, 8, 2
-    layer = torch_mha(torch, E, H)
     query, key, value = mha_inputs(rng, B, Tq, Tk, E, E, E, np.float32)
     kpm = np.zeros((B, Tk), bool)
     kpm[1, 3:] = True  # batch 1: last two keys are padding
-    kw, mask, causal = {}, None, False
+    attn, mask, causal = np.zeros(0), None, False
     if mask_kind == "bool":
         attn = rng.random((Tq, Tk)) > 0.7
         attn[:, 0] = False
-        kw = dict(attn_mask=torch.tensor(attn), key_padding_mask=torch.tensor(kpm))
         mask = ~(attn[None, None] | kpm[:, None, None, :])
     elif mask_kind == "float":
         attn = rng.standard_normal((Tq, Tk)).astype(np.float32)
-        kpm_float = np.where(kpm, -np.inf, 0).astype(np.float32)
-        kw = dict(attn_mask=torch.tensor(attn), key_padding_mask=torch.tensor(kpm_float))
         mask = (attn[None, None] + np.where(kpm, -np.inf, 0)[:, None, None, :]).astype(np.float32)
     elif mask_kind == "causal":
-        kw = dict(attn_mask=torch.ones(Tq, Tk, dtype=torch.bool).triu(1), is_causal=True)
         causal = True
-    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (query, key, value))
-    t_out, t_w = layer(tq, tk, tv, need_weights=True, average_attn_weights=False, **kw)
-    dout = rng.standard_normal(t_out.shape).astype(np.float32)
-    t_out.backward(torch.tensor(dout))
+    dout = rng.standard_normal((B, Tq, E)).astype(np.float32)
 
-    w = mha_weights_of(layer)
+    def torch_side(torch):
+        layer = torch_mha(torch, E, H)
+        kw = {}
+        if mask_kind == "bool":
+            kw = dict(attn_mask=torch.tensor(attn), key_padding_mask=torch.tensor(kpm))
+        elif mask_kind == "float":
+            kpm_float = np.where(kpm, -np.inf, 0).astype(np.float32)
+            kw = dict(attn_mask=torch.tensor(attn), key_padding_mask=torch.tensor(kpm_float))
+        elif mask_kind == "causal":
+            kw = dict(attn_mask=torch.ones(Tq, Tk, dtype=torch.bool).triu(1), is_causal=True)
+        return torch_mha_run(torch, layer, query, key, value, dout, need_weights=True,
+                             average_attn_weights=False, **kw)
+
+    ref = torch_ref(torch_side, inputs=dict(query=query, key=key, value=value, attn=attn, kpm=kpm, dout=dout))
+    w = mha_weights_of(ref["params"], E)
     out, saved = K.mha_forward(query, key, value, **w, num_heads=H, mask=mask, is_causal=causal)
-    np.testing.assert_allclose(out, t_out.detach().numpy(), **F32)
-    np.testing.assert_allclose(saved.probs, t_w.detach().numpy(), **F32)
+    np.testing.assert_allclose(out, ref["out"], **F32)
+    np.testing.assert_allclose(saved.probs, ref["attn_weights"], **F32)
     g = K.mha_backward(dout, query, key, value, **w, num_heads=H, saved=saved, mask=mask,
                        is_causal=causal)
-    pairs = [("query", tq), ("key", tk), ("value", tv), ("in_proj_weight", layer.in_proj_weight),
-             ("in_proj_bias", layer.in_proj_bias), ("out_weight", layer.out_proj.weight),
-             ("out_bias", layer.out_proj.bias)]
-    for name, t in pairs:
-        np.testing.assert_allclose(getattr(g, name), t.grad.numpy(), **F32, err_msg=name)
+    for name in ("query", "key", "value", "in_proj_weight", "in_proj_bias", "out_weight", "out_bias"):
+        np.testing.assert_allclose(getattr(g, name), ref["grads"][name], **F32, err_msg=name)
     assert np.shares_memory(g.q_weight, g.in_proj_weight)
 
 
-def test_mha_torch_parity_kdim_vdim_no_bias(rng):
-    torch = pytest.importorskip("torch")
+def test_mha_torch_parity_kdim_vdim_no_bias(rng, torch_ref):
     B, Tq, Tk, E, H, Ek, Ev = 2, 3, 4, 12, 3, 5, 7
-    layer = torch_mha(torch, E, H, kdim=Ek, vdim=Ev, bias=False)
     query, key, value = mha_inputs(rng, B, Tq, Tk, E, Ek, Ev, np.float32)
-    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (query, key, value))
-    t_out, _ = layer(tq, tk, tv, need_weights=False)
-    dout = rng.standard_normal(t_out.shape).astype(np.float32)
-    t_out.backward(torch.tensor(dout))
-    w = mha_weights_of(layer, packed=False)
+    dout = rng.standard_normal((B, Tq, E)).astype(np.float32)
+
+    def torch_side(torch):
+        layer = torch_mha(torch, E, H, kdim=Ek, vdim=Ev, bias=False)
+        return torch_mha_run(torch, layer, query, key, value, dout, need_weights=False)
+
+    ref = torch_ref(torch_side, inputs=dict(query=query, key=key, value=value, dout=dout))
+    w = mha_weights_of(ref["params"], E, packed=False)
     out, saved = K.mha_forward(query, key, value, **w, num_heads=H)
-    np.testing.assert_allclose(out, t_out.detach().numpy(), **F32)
+    np.testing.assert_allclose(out, ref["out"], **F32)
     g = K.mha_backward(dout, query, key, value, **w, num_heads=H, saved=saved)
-    pairs = [("query", tq), ("key", tk), ("value", tv), ("q_weight", layer.q_proj_weight),
-             ("k_weight", layer.k_proj_weight), ("v_weight", layer.v_proj_weight),
-             ("out_weight", layer.out_proj.weight)]
-    for name, t in pairs:
-        np.testing.assert_allclose(getattr(g, name), t.grad.numpy(), **F32, err_msg=name)
+    for name in ("query", "key", "value", "q_weight", "k_weight", "v_weight", "out_weight"):
+        np.testing.assert_allclose(getattr(g, name), ref["grads"][name], **F32, err_msg=name)
     assert g.q_bias is None and g.out_bias is None and g.in_proj_weight is None
 
 
-def test_mha_self_attention_sums_to_torch(rng):
-    torch = pytest.importorskip("torch")
-    layer = torch_mha(torch, 8, 4)
+def test_mha_self_attention_sums_to_torch(rng, torch_ref):
     x = rng.standard_normal((2, 5, 8)).astype(np.float32)
-    tx = torch.tensor(x, requires_grad=True)
-    t_out, _ = layer(tx, tx, tx, need_weights=False)
-    dout = rng.standard_normal(t_out.shape).astype(np.float32)
-    t_out.backward(torch.tensor(dout))
-    w = mha_weights_of(layer)
+    dout = rng.standard_normal((2, 5, 8)).astype(np.float32)
+
+    def torch_side(torch):
+        layer = torch_mha(torch, 8, 4)
+        return torch_mha_run(torch, layer, x, x, x, dout, need_weights=False)
+
+    ref = torch_ref(torch_side, inputs=dict(x=x, dout=dout))
+    w = mha_weights_of(ref["params"], 8)
     out, saved = K.mha_forward(x, x, x, **w, num_heads=4)
     g = K.mha_backward(dout, x, x, x, **w, num_heads=4, saved=saved)
-    np.testing.assert_allclose(out, t_out.detach().numpy(), **F32)
-    np.testing.assert_allclose(g.query + g.key + g.value, tx.grad.numpy(), **F32)
+    np.testing.assert_allclose(out, ref["out"], **F32)
+    np.testing.assert_allclose(g.query + g.key + g.value, ref["grads"]["query"], **F32)
 
 
 def test_mha_fully_padded_batch_has_no_nan(rng):
@@ -573,16 +612,20 @@ def test_positional_encoding_formula(d_model):
     np.testing.assert_array_equal(pe32, pe.astype(np.float32))
 
 
-def test_positional_encoding_matches_torch_tutorial_formula():
-    torch = pytest.importorskip("torch")
+def test_positional_encoding_matches_torch_tutorial_formula(torch_ref):
     import math
     d_model, max_len = 16, 50
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    position = torch.arange(0, max_len, dtype=torch.float64).unsqueeze(1)
-    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
-    pe[:, 0::2] = torch.sin(position * div_term)
-    pe[:, 1::2] = torch.cos(position * div_term)
-    np.testing.assert_allclose(K.positional_encoding(max_len, d_model, np.float64), pe.numpy(),
+
+    def torch_side(torch):
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        position = torch.arange(0, max_len, dtype=torch.float64).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        return dict(pe=pe)
+
+    ref = torch_ref(torch_side)
+    np.testing.assert_allclose(K.positional_encoding(max_len, d_model, np.float64), ref["pe"],
                                rtol=1e-12, atol=1e-12)
 
 
@@ -712,24 +755,25 @@ def test_mha_packed_padding_rows_skipped_exactly(rng):
         np.testing.assert_allclose(getattr(g, name), getattr(ref, name), **F32, err_msg=name)
 
 
-def test_mha_packed_torch_parity_sequence_first(rng):
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    layer = torch.nn.MultiheadAttention(8, 2)  # batch_first=False
+def test_mha_packed_torch_parity_sequence_first(rng, torch_ref):
     x = rng.standard_normal((5, 3, 8)).astype(np.float32)  # (T, B, E)
     mem = rng.standard_normal((4, 3, 8)).astype(np.float32)
-    tx, tm = torch.tensor(x, requires_grad=True), torch.tensor(mem, requires_grad=True)
-    t_out, _ = layer(tx, tm, tm, need_weights=False)
-    dout = rng.standard_normal(t_out.shape).astype(np.float32)
-    t_out.backward(torch.tensor(dout))
-    w = [t.detach().numpy() for t in (layer.in_proj_weight, layer.in_proj_bias, layer.out_proj.weight,
-                                      layer.out_proj.bias)]
+    dout = rng.standard_normal((5, 3, 8)).astype(np.float32)
+
+    def torch_side(torch):
+        layer = torch.nn.MultiheadAttention(8, 2)  # batch_first=False
+        return torch_mha_run(torch, layer, x, mem, mem, dout, need_weights=False)
+
+    ref = torch_ref(torch_side, inputs=dict(x=x, mem=mem, dout=dout))
+    p = ref["params"]
+    w = [p[n] for n in ("in_proj_weight", "in_proj_bias", "out_weight", "out_bias")]
     out, saved = K.mha_packed_forward(x, mem, *w, 2, seq_first=True)
     g = K.mha_packed_backward(dout, x, mem, *w, 2, saved, seq_first=True)
-    np.testing.assert_allclose(out, t_out.detach().numpy(), **F32)
-    for got, t in ((g.query, tx), (g.kv, tm), (g.in_proj_weight, layer.in_proj_weight),
-                   (g.out_weight, layer.out_proj.weight), (g.out_bias, layer.out_proj.bias)):
-        np.testing.assert_allclose(got, t.grad.numpy(), **F32)
+    np.testing.assert_allclose(out, ref["out"], **F32)
+    t = ref["grads"]
+    for got, theirs in ((g.query, t["query"]), (g.kv, t["key"]), (g.in_proj_weight, t["in_proj_weight"]),
+                        (g.out_weight, t["out_weight"]), (g.out_bias, t["out_bias"])):
+        np.testing.assert_allclose(got, theirs, **F32)
 
 
 def test_mha_packed_bad_input(rng):
