@@ -92,7 +92,12 @@ def _flatten(value: Any, prefix: str, out: Dict[str, np.ndarray]) -> None:
 
 
 def _is_flat_scalar_list(value) -> bool:
-    return len(value) > 0 and all(isinstance(v, (int, float, bool, str, np.generic)) for v in value)
+    """A non-empty list/tuple of numbers only, or of strings only: stored as one array."""
+    if not value:
+        return False
+    if all(isinstance(v, str) for v in value):
+        return True
+    return all(isinstance(v, (int, float, bool, np.number, np.bool_)) for v in value)
 
 
 def _unflatten(flat: Dict[str, np.ndarray]) -> Any:
