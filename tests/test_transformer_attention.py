@@ -42,19 +42,26 @@ def unpack(flat, shapes):
     return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
 
 
-def state_of(torch, tmod):
-    """torch's state_dict as its key order and its values packed."""
-    sd = tmod.state_dict()
-    return dict(keys=list(sd), values=packed(torch, sd.values()))
+def initial_weights(module, dtype, seed=0):
+    """Seeded values for every state_dict entry, packed flat in state_dict order, loaded
+    into both libraries: matrices uniform in +-1/sqrt(fan_in) (torch's Linear init scale),
+    biases 0.2 N(0, 1) (non-zero, so their gradients are exercised)."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for value in module.state_dict().values():
+        shape = tuple(value.shape)
+        parts.append(rng.uniform(-1, 1, shape) / np.sqrt(shape[1]) if len(shape) > 1 else rng.standard_normal(shape) * 0.2)
+    return np.concatenate([x.reshape(-1) for x in parts]).astype(dtype)
 
 
-def load_state(mod, state):
-    """Load torch's weights into ours by state_dict (the keys must be the same, in torch's order)."""
-    keys = [str(k) for k in state["keys"]]
-    assert list(mod.state_dict()) == keys
-    values = unpack(state["values"], [v.shape for v in mod.state_dict().values()])
-    mod.load_state_dict({k: ct.tensor(v.copy()) for k, v in zip(keys, values)})
-    return mod
+def layout(state_dict):
+    """A state_dict's keys with their shapes, in order."""
+    return [f"{k} {tuple(v.shape)}" for k, v in state_dict.items()]
+
+
+def load_flat(module, flat, tensor):
+    sd = module.state_dict()
+    module.load_state_dict({k: tensor(v.copy()) for k, v in zip(sd, unpack(flat, [v.shape for v in sd.values()]))})
 
 
 def weights_like(out, seed=7):
@@ -227,18 +234,6 @@ def test_sdpa_bad_input():
 
 # ---------------------------------------------------------------- MultiheadAttention
 
-def torch_mha(torch, E=8, H=2, dtype=np.float32, **kw):
-    """torch's MultiheadAttention (its own init), with non-zero biases so their gradients are exercised."""
-    tm = torch.nn.MultiheadAttention(E, H, **kw)
-    if dtype == np.float64:
-        tm = tm.double()
-    with torch.no_grad():
-        for n, p in tm.named_parameters():
-            if "bias" in n:
-                p.normal_(0, 0.1)
-    return tm
-
-
 def ours_mha(E=8, H=2, seed=0, **kw):
     """Our MultiheadAttention (our init), with non-zero biases, for the tests that need no torch."""
     ct.manual_seed(seed)
@@ -251,30 +246,36 @@ def ours_mha(E=8, H=2, seed=0, **kw):
 
 
 def run_mha(torch_ref, q, k, v, dtype, self_attn=False, mha_kw=None, **kw):
-    """torch's MultiheadAttention(8, 2, **mha_kw) and ours from its weights, run with the
-    same inputs and kwargs (masks as numpy): compare outputs, weights and every gradient.
-    Returns our module and output."""
+    """torch's MultiheadAttention(8, 2, **mha_kw) and ours with the same weights
+    (initial_weights; the state_dict keys and shapes must be torch's, in torch's order),
+    run with the same inputs and kwargs (masks as numpy): compare outputs, weights and
+    every gradient.  Returns our module and output."""
     mha_kw = mha_kw or {}
     names = ["query"] if self_attn else ["query", "key", "value"]
+    m = nn.MultiheadAttention(8, 2, **mha_kw)
+    if dtype == np.float64:
+        m = m.double()
+    weights = initial_weights(m, dtype)
 
     def torch_side(torch):
-        tm = torch_mha(torch, dtype=dtype, **mha_kw)
+        tm = torch.nn.MultiheadAttention(8, 2, **mha_kw)
+        if dtype == np.float64:
+            tm = tm.double()
+        load_flat(tm, weights, torch.tensor)
         b = [theirs(torch, x) for x in (q, k, v)] if not self_attn else [theirs(torch, q)] * 3
         kt = {n: (torch.tensor(x) if isinstance(x, np.ndarray) else x) for n, x in kw.items()}
         ref, rw = tm(*b, **kt)
         backprop_torch(torch, ref)
-        return dict(state=state_of(torch, tm), out=ref, has_weights=rw is not None,
+        return dict(layout=layout(tm.state_dict()), out=ref, has_weights=rw is not None,
                     weights=np.zeros(0) if rw is None else rw,
                     input_grads=packed(torch, [t.grad for t in b[:len(names)]]),
                     param_grads=packed(torch, [p.grad for _, p in tm.named_parameters()]))
 
     inputs = dict(q=q) if self_attn else dict(q=q, k=k) if k is v else dict(q=q, k=k, v=v)
     inputs.update({n: x for n, x in kw.items() if isinstance(x, np.ndarray)})
-    ref = torch_ref(torch_side, inputs=inputs)
-    m = nn.MultiheadAttention(8, 2, **mha_kw)
-    if dtype == np.float64:
-        m = m.double()
-    load_state(m, ref["state"])
+    ref = torch_ref(torch_side, inputs=dict(weights=weights, **inputs))
+    assert layout(m.state_dict()) == [str(k) for k in ref["layout"]], "state_dict keys/shapes differ from torch's"
+    load_flat(m, weights, ct.tensor)
     a = [ours(x) for x in (q, k, v)] if not self_attn else [ours(q)] * 3
     ko = {n: (ct.tensor(x) if isinstance(x, np.ndarray) else x) for n, x in kw.items()}
     out, w = m(*a, **ko)
@@ -301,15 +302,11 @@ def test_mha_state_dict_keys_match_torch(torch_ref):
     configs = ({}, dict(bias=False), dict(kdim=5, vdim=3), dict(batch_first=True))
 
     def torch_side(torch):
-        sds = [torch_mha(torch, **kw).state_dict() for kw in configs]
-        return dict(keys=[list(sd) for sd in sds], shapes=[[list(v.shape) for v in sd.values()] for sd in sds])
+        return dict(layouts=[layout(torch.nn.MultiheadAttention(8, 2, **kw).state_dict()) for kw in configs])
 
     ref = torch_ref(torch_side)
-    for kw, keys, shapes in zip(configs, ref["keys"], ref["shapes"]):
-        m = nn.MultiheadAttention(8, 2, **kw)
-        assert list(m.state_dict()) == [str(k) for k in keys]
-        for k, shape in zip(keys, shapes):
-            assert tuple(m.state_dict()[str(k)].shape) == tuple(int(n) for n in shape)
+    for kw, torch_layout in zip(configs, ref["layouts"]):
+        assert layout(nn.MultiheadAttention(8, 2, **kw).state_dict()) == [str(k) for k in torch_layout], kw
 
 
 def test_mha_init_follows_torch():

@@ -1,7 +1,12 @@
 """nn.TransformerEncoderLayer / DecoderLayer / Encoder / Decoder / Transformer:
 torch parity of outputs and every gradient from the same weights (dropout 0),
-state_dict keys, fused ops, masks, bad input."""
-import copy
+state_dict keys, fused ops, masks, bad input.
+
+torch's side of each parity test is one ``torch_side(torch)`` function: live
+when torch is installed, otherwise its golden fixture
+(tests/golden/test_transformer_layers.npz, see tests/golden.py)."""
+import ast
+import inspect
 
 import numpy as np
 import pytest
@@ -9,8 +14,6 @@ import pytest
 import ctransformer as ct
 import ctransformer.nn as nn
 from conftest import F32
-
-torch = pytest.importorskip("torch")
 
 D, H, FF = 8, 2, 16
 F64 = dict(rtol=1e-9, atol=1e-11)
@@ -20,52 +23,93 @@ def tol(dtype):
     return F32 if dtype == np.float32 else F64
 
 
-def load_from_torch(mod, tmod):
-    sd = {k: ct.tensor(v.detach().numpy().copy()) for k, v in tmod.state_dict().items()}
-    assert list(mod.state_dict()) == list(sd), "state_dict keys differ from torch's"
-    mod.load_state_dict(sd)
-    return mod
+def packed(torch, tensors):
+    """Tensors as one flat tensor: a fixture stores one array instead of many small ones."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
 
 
-def randomise_torch(tm, seed=0):
-    """Non-trivial LayerNorm/bias values so their gradients are exercised."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for n, p in tm.named_parameters():
-            if p.dim() == 1:
-                p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.2 + (1.0 if "norm" in n and "weight" in n else 0.0))
-    return tm
+def unpack(flat, shapes):
+    """The arrays ``packed`` joined, given their shapes (ours, which must match torch's)."""
+    shapes = [tuple(s) for s in shapes]
+    sizes = [int(np.prod(s)) for s in shapes]
+    assert flat.size == sum(sizes), f"torch's values hold {flat.size} numbers, ours {sum(sizes)} ({shapes})"
+    return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
 
 
-def pair(make_torch, make_ours, dtype=np.float32, seed=0):
-    torch.manual_seed(seed)
-    tm = randomise_torch(make_torch(), seed)
+def initial_weights(module, dtype, seed=0):
+    """Seeded values for every state_dict entry, packed flat in state_dict order, loaded
+    into both libraries: matrices uniform in +-1/sqrt(fan_in) (torch's Linear init scale),
+    LayerNorm weights 1 + 0.2 N(0, 1) and biases 0.2 N(0, 1), so their gradients are exercised."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for name, value in module.state_dict().items():
+        shape = tuple(value.shape)
+        if len(shape) > 1:
+            bound = 1 / np.sqrt(shape[1])
+            parts.append(rng.uniform(-bound, bound, shape))
+        else:
+            parts.append(rng.standard_normal(shape) * 0.2 + (1.0 if "norm" in name and "weight" in name else 0.0))
+    return np.concatenate([x.reshape(-1) for x in parts]).astype(dtype)
+
+
+def layout(state_dict):
+    """A state_dict's keys with their shapes, in order."""
+    return [f"{k} {tuple(v.shape)}" for k, v in state_dict.items()]
+
+
+def load_flat(module, flat, tensor):
+    sd = module.state_dict()
+    module.load_state_dict({k: tensor(v.copy()) for k, v in zip(sd, unpack(flat, [v.shape for v in sd.values()]))})
+
+
+def cotangent(shape, dtype):
+    return np.random.default_rng(99).standard_normal(tuple(shape)).astype(dtype)
+
+
+def compare(torch_ref, make_torch, make_ours, inputs, dtype=np.float32, **kw):
+    """torch's module and ours with the same weights (initial_weights; the state_dict
+    keys and shapes must be torch's, in torch's order): forward both with the same
+    inputs/masks (numpy), compare the output and the gradients of every input and
+    parameter.  Returns our module."""
     m = make_ours()
     if dtype == np.float64:
-        tm, m = tm.double(), m.double()
-    tm.train()  # the slow path (torch's eval fast path zeroes padded outputs)
-    return load_from_torch(m, tm), tm
+        m = m.double()
+    weights = initial_weights(m, dtype)
 
+    def torch_side(torch):
+        tm = make_torch(torch)
+        if dtype == np.float64:
+            tm = tm.double()
+        load_flat(tm, weights, torch.tensor)
+        tm.train()  # the slow path (torch's eval fast path zeroes padded outputs)
+        b = [torch.tensor(x, requires_grad=True) for x in inputs]
+        kt = {n: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for n, v in kw.items()}
+        ref = tm(*b, **kt)
+        (ref * torch.tensor(cotangent(ref.shape, dtype))).sum().backward()
+        named = list(tm.named_parameters())
+        return dict(layout=layout(tm.state_dict()), out=ref, input_grads=packed(torch, [x.grad for x in b]),
+                    param_names=[n for n, _ in named], param_grads=packed(torch, [p.grad for _, p in named]))
 
-def compare(m, tm, inputs, dtype, **kw):
-    """Forward both with the same inputs/masks, compare the output and the
-    gradients of every input and parameter."""
+    arrays = {f"input{i}": x for i, x in enumerate(inputs)}
+    arrays.update({n: v for n, v in kw.items() if isinstance(v, np.ndarray)})
+    ref = torch_ref(torch_side, inputs=dict(weights=weights, **arrays))
+    assert layout(m.state_dict()) == [str(k) for k in ref["layout"]], "state_dict keys/shapes differ from torch's"
+    load_flat(m, weights, ct.tensor)
+
     a = [ct.tensor(x, requires_grad=True) for x in inputs]
-    b = [torch.tensor(x, requires_grad=True) for x in inputs]
     ko = {n: (ct.tensor(v) if isinstance(v, np.ndarray) else v) for n, v in kw.items()}
-    kt = {n: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for n, v in kw.items()}
-    out, ref = m(*a, **ko), tm(*b, **kt)
-    np.testing.assert_allclose(out._data, ref.detach().numpy(), err_msg="output", **tol(dtype))
-    w = np.random.default_rng(99).standard_normal(tuple(out.shape)).astype(dtype)
-    (out * ct.tensor(w)).sum().backward()
-    (ref * torch.tensor(w)).sum().backward()
-    for i, (x, y) in enumerate(zip(a, b)):
-        np.testing.assert_allclose(x.grad._data, y.grad.numpy(), err_msg=f"gradient of input {i}", **tol(dtype))
-    named = dict(tm.named_parameters())
+    out = m(*a, **ko)
+    np.testing.assert_allclose(out._data, ref["out"], err_msg="output", **tol(dtype))
+    (out * ct.tensor(cotangent(out.shape, dtype))).sum().backward()
+    for i, (x, g) in enumerate(zip(a, unpack(ref["input_grads"], [x.shape for x in inputs]))):
+        np.testing.assert_allclose(x.grad._data, g, err_msg=f"gradient of input {i}", **tol(dtype))
+    ours_named = dict(m.named_parameters())
+    names = [str(n) for n in ref["param_names"]]
+    named = dict(zip(names, unpack(ref["param_grads"], [ours_named[n].shape for n in names])))
     for n, p in m.named_parameters():
         assert p.grad is not None, f"no gradient for {n}"
-        np.testing.assert_allclose(p.grad._data, named[n].grad.numpy(), err_msg=f"gradient of {n}", **tol(dtype))
-    return out
+        np.testing.assert_allclose(p.grad._data, named[n], err_msg=f"gradient of {n}", **tol(dtype))
+    return m
 
 
 def x_of(rng, T, N, dtype, batch_first):
@@ -85,65 +129,65 @@ LAYOUTS = [(False, np.float32), (True, np.float32), (True, np.float64)]
 
 @pytest.mark.parametrize("batch_first,dtype", LAYOUTS, ids=["seqfirst-f32", "batchfirst-f32", "batchfirst-f64"])
 @pytest.mark.parametrize("cfg", LAYER_CONFIGS, ids=lambda c: f"{c['activation']}-prenorm{c['norm_first']}")
-def test_encoder_layer_parity(cfg, batch_first, dtype):
+def test_encoder_layer_parity(cfg, batch_first, dtype, torch_ref):
     rng = np.random.default_rng(1)
     kw = dict(dim_feedforward=FF, dropout=0.0, batch_first=batch_first, **cfg)
-    m, tm = pair(lambda: torch.nn.TransformerEncoderLayer(D, H, **kw), lambda: nn.TransformerEncoderLayer(D, H, **kw),
-                 dtype)
     kpm = np.zeros((3, 5), bool)
     kpm[1, 3:] = True
-    compare(m, tm, [x_of(rng, 5, 3, dtype, batch_first)], dtype, src_key_padding_mask=kpm)
+    compare(torch_ref, lambda torch: torch.nn.TransformerEncoderLayer(D, H, **kw),
+            lambda: nn.TransformerEncoderLayer(D, H, **kw), [x_of(rng, 5, 3, dtype, batch_first)], dtype,
+            src_key_padding_mask=kpm)
 
 
 @pytest.mark.parametrize("batch_first,dtype", LAYOUTS, ids=["seqfirst-f32", "batchfirst-f32", "batchfirst-f64"])
 @pytest.mark.parametrize("cfg", LAYER_CONFIGS, ids=lambda c: f"{c['activation']}-prenorm{c['norm_first']}")
-def test_decoder_layer_parity(cfg, batch_first, dtype):
+def test_decoder_layer_parity(cfg, batch_first, dtype, torch_ref):
     rng = np.random.default_rng(2)
     kw = dict(dim_feedforward=FF, dropout=0.0, batch_first=batch_first, **cfg)
-    m, tm = pair(lambda: torch.nn.TransformerDecoderLayer(D, H, **kw), lambda: nn.TransformerDecoderLayer(D, H, **kw),
-                 dtype)
     tgt, mem = x_of(rng, 4, 2, dtype, batch_first), x_of(rng, 6, 2, dtype, batch_first)
     mkpm = np.zeros((2, 6), bool)
     mkpm[0, 4:] = True
     causal = np.triu(np.ones((4, 4), bool), 1)
-    compare(m, tm, [tgt, mem], dtype, tgt_mask=causal, memory_key_padding_mask=mkpm)
+    compare(torch_ref, lambda torch: torch.nn.TransformerDecoderLayer(D, H, **kw),
+            lambda: nn.TransformerDecoderLayer(D, H, **kw), [tgt, mem], dtype, tgt_mask=causal,
+            memory_key_padding_mask=mkpm)
 
 
 @pytest.mark.parametrize("make", [lambda lib: lib.nn.GELU(approximate="tanh"), lambda lib: lib.nn.ReLU(),
                                   lambda lib: lib.tanh])
-def test_callable_activations(make):
+def test_callable_activations(make, torch_ref):
     """Module activations (fused when relu/gelu) and any other callable (unfused path)."""
     rng = np.random.default_rng(3)
     kw = dict(dim_feedforward=FF, dropout=0.0)
-    m, tm = pair(lambda: torch.nn.TransformerEncoderLayer(D, H, activation=make(torch), **kw),
-                 lambda: nn.TransformerEncoderLayer(D, H, activation=make(ct), **kw))
-    compare(m, tm, [x_of(rng, 4, 2, np.float32, False)], np.float32)
+    compare(torch_ref, lambda torch: torch.nn.TransformerEncoderLayer(D, H, activation=make(torch), **kw),
+            lambda: nn.TransformerEncoderLayer(D, H, activation=make(ct), **kw), [x_of(rng, 4, 2, np.float32, False)])
 
 
-def test_layers_without_bias_parity():
+def test_layers_without_bias_parity(torch_ref):
     rng = np.random.default_rng(4)
     kw = dict(dim_feedforward=FF, dropout=0.0, bias=False, batch_first=True)
-    m, tm = pair(lambda: torch.nn.TransformerDecoderLayer(D, H, **kw), lambda: nn.TransformerDecoderLayer(D, H, **kw))
+    m = compare(torch_ref, lambda torch: torch.nn.TransformerDecoderLayer(D, H, **kw),
+                lambda: nn.TransformerDecoderLayer(D, H, **kw),
+                [x_of(rng, 3, 2, np.float32, True), x_of(rng, 4, 2, np.float32, True)])
     assert m.norm1.bias is None and m.linear1.bias is None
-    compare(m, tm, [x_of(rng, 3, 2, np.float32, True), x_of(rng, 4, 2, np.float32, True)], np.float32)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_encoder_decoder_stacks_parity(norm_first):
+def test_encoder_decoder_stacks_parity(norm_first, torch_ref):
     rng = np.random.default_rng(5)
     kw = dict(dim_feedforward=FF, dropout=0.0, norm_first=norm_first)
-    m, tm = pair(lambda: torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(D, H, **kw), 2,
-                                                     torch.nn.LayerNorm(D), enable_nested_tensor=False),
-                 lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, **kw), 2, nn.LayerNorm(D)))
     kpm = np.zeros((2, 5), bool)
     kpm[0, -1] = True
-    compare(m, tm, [x_of(rng, 5, 2, np.float32, False)], np.float32, src_key_padding_mask=kpm)
-    m, tm = pair(lambda: torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(D, H, **kw), 2),
-                 lambda: nn.TransformerDecoder(nn.TransformerDecoderLayer(D, H, **kw), 2))
-    mask = torch.nn.Transformer.generate_square_subsequent_mask(3).numpy()
-    compare(m, tm, [x_of(rng, 3, 2, np.float32, False), x_of(rng, 5, 2, np.float32, False)], np.float32,
-            tgt_mask=mask, tgt_is_causal=True)
+    compare(torch_ref, lambda torch: torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(D, H, **kw), 2,
+                                                                 torch.nn.LayerNorm(D), enable_nested_tensor=False),
+            lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, **kw), 2, nn.LayerNorm(D)),
+            [x_of(rng, 5, 2, np.float32, False)], src_key_padding_mask=kpm)
+    mask = np.triu(np.full((3, 3), -np.inf, np.float32), 1)  # torch's generate_square_subsequent_mask(3)
+    compare(torch_ref, lambda torch: torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(D, H, **kw), 2),
+            lambda: nn.TransformerDecoder(nn.TransformerDecoderLayer(D, H, **kw), 2),
+            [x_of(rng, 3, 2, np.float32, False), x_of(rng, 5, 2, np.float32, False)], tgt_mask=mask,
+            tgt_is_causal=True)
 
 
 def test_stack_layers_are_independent_deep_copies():
@@ -159,12 +203,11 @@ def test_stack_layers_are_independent_deep_copies():
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("batch_first,norm_first", [(False, False), (True, True)])
-def test_transformer_parity(batch_first, norm_first):
+def test_transformer_parity(batch_first, norm_first, torch_ref):
+    """(compare also checks that the state_dict keys are torch's, in torch's order)"""
     rng = np.random.default_rng(6)
     kw = dict(d_model=D, nhead=H, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=FF, dropout=0.0,
               batch_first=batch_first, norm_first=norm_first)
-    m, tm = pair(lambda: torch.nn.Transformer(**kw), lambda: nn.Transformer(**kw))
-    assert list(m.state_dict()) == list(tm.state_dict())
     S, T, N = 5, 4, 2
     src, tgt = x_of(rng, S, N, np.float32, batch_first), x_of(rng, T, N, np.float32, batch_first)
     skpm = np.zeros((N, S), bool)
@@ -173,8 +216,9 @@ def test_transformer_parity(batch_first, norm_first):
     tkpm[0, 3:] = True
     tgt_mask = nn.Transformer.generate_square_subsequent_mask(T)._data
     memory_mask = (rng.standard_normal((T, S)) * 0.5).astype(np.float32)
-    compare(m, tm, [src, tgt], np.float32, tgt_mask=tgt_mask, memory_mask=memory_mask, src_key_padding_mask=skpm,
-            tgt_key_padding_mask=tkpm, memory_key_padding_mask=skpm)
+    compare(torch_ref, lambda torch: torch.nn.Transformer(**kw), lambda: nn.Transformer(**kw), [src, tgt],
+            tgt_mask=tgt_mask, memory_mask=memory_mask, src_key_padding_mask=skpm, tgt_key_padding_mask=tkpm,
+            memory_key_padding_mask=skpm)
 
 
 def test_transformer_init_is_xavier():
@@ -186,26 +230,40 @@ def test_transformer_init_is_xavier():
     assert m.encoder.layers[0].norm1.eps == 1e-5 and m.encoder.layers[0].dropout.p == 0.1
 
 
-def test_defaults_match_torch():
-    import inspect
+def _same_default(ours, torch_repr):
+    """ours == torch's default, given as its repr (a literal, or e.g. inspect's "no default" marker)."""
+    try:
+        theirs = ast.literal_eval(torch_repr)
+    except (ValueError, SyntaxError):
+        return repr(ours) == torch_repr
+    return ours == theirs
 
-    for name in ("Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer", "MultiheadAttention"):
+
+def test_defaults_match_torch(torch_ref):
+    classes = ("Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer", "MultiheadAttention")
+
+    def torch_side(torch):
+        sigs = [inspect.signature(getattr(torch.nn, name).__init__).parameters.values() for name in classes]
+        return dict(names=[[p.name for p in ps] for ps in sigs], defaults=[[repr(p.default) for p in ps] for ps in sigs],
+                    transformer_keys=list(torch.nn.Transformer(d_model=16, nhead=2).state_dict()))
+
+    ref = torch_ref(torch_side)
+    for name, torch_names, torch_defaults in zip(classes, ref["names"], ref["defaults"]):
         ours_sig = inspect.signature(getattr(nn, name).__init__).parameters
-        torch_sig = inspect.signature(getattr(torch.nn, name).__init__).parameters
-        assert list(ours_sig) == list(torch_sig), name
-        for p, tp in zip(ours_sig.values(), torch_sig.values()):
+        assert list(ours_sig) == [str(n) for n in torch_names], name
+        for p, default in zip(ours_sig.values(), torch_defaults):
             if p.name != "activation":  # torch's default is F.relu, ours the equivalent "relu"
-                assert p.default == tp.default, (name, p.name)
-    m, tm = nn.Transformer(d_model=16, nhead=2), torch.nn.Transformer(d_model=16, nhead=2)
-    assert list(m.state_dict()) == list(tm.state_dict())
+                assert _same_default(p.default, str(default)), (name, p.name, default)
+    m = nn.Transformer(d_model=16, nhead=2)
+    assert list(m.state_dict()) == [str(k) for k in ref["transformer_keys"]]
     assert (m.d_model, m.nhead, len(m.encoder.layers), len(m.decoder.layers)) == (16, 2, 6, 6)
     assert m.encoder.layers[0].linear1.weight.shape == (2048, 16)
 
 
-def test_generate_square_subsequent_mask():
+def test_generate_square_subsequent_mask(torch_ref):
     got = nn.Transformer.generate_square_subsequent_mask(4)
-    ref = torch.nn.Transformer.generate_square_subsequent_mask(4)
-    np.testing.assert_array_equal(got._data, ref.numpy())
+    ref = torch_ref(lambda torch: dict(mask=torch.nn.Transformer.generate_square_subsequent_mask(4)))
+    np.testing.assert_array_equal(got._data, ref["mask"])
     assert got.dtype == np.float32
     assert nn.Transformer.generate_square_subsequent_mask(3, dtype=ct.float64).dtype == np.float64
 
