@@ -62,12 +62,16 @@ def run_both(op, *arrays, grad=None, seed=0):
 
     def torch_side(torch):
         outs, grads = _run(torch, op, arrays, grad, seed)
-        return dict(outs=list(outs), grads=[np.zeros(0) if g is None else g for g in grads],
-                    has_grad=[g is not None for g in grads] + [False])
+        # flat keys (no list markers): out<k> for every output, grad<i> for the inputs that got one
+        res = {f"out{k}": o for k, o in enumerate(outs)}
+        res.update({f"grad{i}": g for i, g in enumerate(grads) if g is not None})
+        return res
 
     ref = torch_reference(torch_side, inputs)
-    torch_grads = [g if has else None for g, has in zip(ref["grads"], ref["has_grad"])]
-    return _run(ct, op, arrays, grad, seed), (list(ref["outs"]), torch_grads)
+    n_out = sum(1 for key in ref if key.startswith("out"))
+    torch_outs = [ref[f"out{k}"] for k in range(n_out)]
+    torch_grads = [ref.get(f"grad{i}") for i in range(len(arrays))]
+    return _run(ct, op, arrays, grad, seed), (torch_outs, torch_grads)
 
 
 def assert_parity(op, *arrays, grad=None, seed=0, tol=None, check_dtype=True):
@@ -102,3 +106,39 @@ def check_gradients(op, *arrays, grad=None, **kw):
             t = a
         ins.append(t)
     assert gradcheck(lambda *ts: op(ct, *ts), ins, **kw)
+
+
+def both_libraries(body, inputs=None):
+    """body(lib) -> dict of values (tensors, numbers, strings, nested dicts),
+    run with ctransformer and with torch (live, or its golden fixture).
+
+    For tests written as ``for lib in (ct, torch): ...``: whatever the torch
+    run must agree with goes into the dict.  Returns (ours, theirs), both
+    with every tensor or number as a NumPy array (golden's conversion)."""
+    import golden
+    flat = {}
+    golden._flatten(body(ct), "", flat)
+    return golden._unflatten(flat), torch_reference(body, inputs)
+
+
+def assert_same(ours, theirs, tol=None, path=""):
+    """ours and theirs (both_libraries' results) hold the same keys, shapes,
+    dtypes and values: floats within tol (F32 by default), the rest exactly."""
+    tol = tol or F32
+    if isinstance(theirs, dict):
+        assert isinstance(ours, dict) and sorted(ours) == sorted(theirs), f"{path}: keys {sorted(ours)} vs {sorted(theirs)}"
+        for k in theirs:
+            assert_same(ours[k], theirs[k], tol, f"{path}/{k}")
+        return
+    if isinstance(theirs, (list, tuple)):
+        assert isinstance(ours, (list, tuple)) and len(ours) == len(theirs), f"{path}: length differs"
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            assert_same(a, b, tol, f"{path}/{i}")
+        return
+    a, b = np.asarray(ours), np.asarray(theirs)
+    assert a.shape == b.shape, f"{path}: shape {a.shape} vs torch {b.shape}"
+    assert a.dtype == b.dtype, f"{path}: dtype {a.dtype} vs torch {b.dtype}"
+    if a.dtype.kind in "fc":
+        np.testing.assert_allclose(a, b, err_msg=path, **tol)
+    else:
+        np.testing.assert_array_equal(a, b, err_msg=path)
