@@ -1,20 +1,22 @@
-"""The seed tutorial's hand-written RNN and LSTM (seeds/000_*, "简易实现 RNN"
-and "简易实现 LSTM"), pasted verbatim and run twice: once with torch, once
-with ``import ctransformer as torch; import ctransformer.nn as nn``.  From
-the same weights they must give torch's outputs, parameter gradients and
-Adam steps (rtol 2e-4, atol 2e-5)."""
+"""The classic tutorial's hand-written RNN and LSTM ("简易实现 RNN" and
+"简易实现 LSTM"), pasted verbatim and run twice: once with torch, once with
+``import ctransformer as torch; import ctransformer.nn as nn``.  From the same
+weights they must give torch's outputs, parameter gradients and Adam steps
+(rtol 2e-4, atol 2e-5).
+
+torch's run is one ``torch_side(torch)`` function: live when torch is
+installed, otherwise its golden fixture (tests/golden/test_tutorial_rnn_lstm.npz,
+see tests/golden.py)."""
 import numpy as np
 import pytest
 
 import ctransformer
 import ctransformer.nn
 
-real_torch = pytest.importorskip("torch")
-
 TOL = dict(rtol=2e-4, atol=2e-5)
 
-# ---- pasted from the seed (comments translated, code unchanged) ----
-SEED_SOURCE = '''
+# ---- pasted from the classic tutorial (comments translated, code unchanged) ----
+TUTORIAL_SOURCE = '''
 class RNN(nn.Module):
     def __init__(self, input_size, hidden_size, output_size):
         """
@@ -110,28 +112,20 @@ class LSTM(nn.Module):
 '''
 
 
-def seed_classes(torch, nn):
-    """exec the pasted seed code with ``torch`` / ``nn`` bound as given."""
+def tutorial_classes(torch, nn):
+    """exec the pasted tutorial code with ``torch`` / ``nn`` bound as given."""
     namespace = {"torch": torch, "nn": nn}
-    exec(compile(SEED_SOURCE, "seeds/000 (RNN, LSTM)", "exec"), namespace)
+    exec(compile(TUTORIAL_SOURCE, "<the classic tutorial: RNN, LSTM>", "exec"), namespace)
     return namespace["RNN"], namespace["LSTM"]
 
 
-T_RNN, T_LSTM = seed_classes(real_torch, real_torch.nn)
-C_RNN, C_LSTM = seed_classes(ctransformer, ctransformer.nn)
+C_RNN, C_LSTM = tutorial_classes(ctransformer, ctransformer.nn)
 
 
-def randomise(torch_model, seed):
-    """Non-zero values everywhere (the seed's gate biases start at zero)."""
+def initial_weights(model, seed):
+    """Non-zero values everywhere (the tutorial's gate biases start at zero), by parameter name."""
     rng = np.random.default_rng(seed)
-    with real_torch.no_grad():
-        for p in torch_model.parameters():
-            p.copy_(real_torch.from_numpy(rng.uniform(-0.5, 0.5, tuple(p.shape)).astype(np.float32)))
-
-
-def same_weights(torch_model, our_model):
-    our_model.load_state_dict({k: ctransformer.from_numpy(v.detach().numpy().copy())
-                               for k, v in torch_model.state_dict().items()})
+    return {n: rng.uniform(-0.5, 0.5, tuple(p.shape)).astype(np.float32) for n, p in model.named_parameters()}
 
 
 def flatten_outputs(out):
@@ -148,22 +142,39 @@ def loss_of(parts, lib, weights):
     return total
 
 
+def packed(torch, tensors):
+    """Tensors as one flat tensor: a fixture stores one array instead of many small ones."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def packed_np(arrays):
+    return np.concatenate([np.asarray(a).reshape(-1) for a in arrays])
+
+
+def unpack(flat, shapes):
+    """The arrays ``packed`` joined, given their shapes (ours, which must match torch's)."""
+    shapes = [tuple(s) for s in shapes]
+    sizes = [int(np.prod(s)) for s in shapes]
+    assert flat.size == sum(sizes), f"torch's values hold {flat.size} numbers, ours {sum(sizes)} ({shapes})"
+    return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
+
+
 @pytest.mark.parametrize("kind", ["RNN", "LSTM"])
 @pytest.mark.parametrize("initial_state", [False, True])
-def test_seed_model_matches_torch(kind, initial_state):
-    T_cls, C_cls = (T_RNN, C_RNN) if kind == "RNN" else (T_LSTM, C_LSTM)
+def test_tutorial_model_matches_torch(kind, initial_state, torch_ref):
     batch, seq_len, input_size, hidden_size, output_size = 3, 6, 4, 5, 3
-    real_torch.manual_seed(0)
-    tm = T_cls(input_size, hidden_size, output_size)
-    randomise(tm, 1)
-    cm = C_cls(input_size, hidden_size, output_size)
-    same_weights(tm, cm)
-    assert [n for n, _ in cm.named_parameters()] == [n for n, _ in tm.named_parameters()]
+    steps = 3
+    cm = (C_RNN if kind == "RNN" else C_LSTM)(input_size, hidden_size, output_size)
+    init = initial_weights(cm, 1)
+    cm.load_state_dict({n: ctransformer.from_numpy(w.copy()) for n, w in init.items()})
 
     rng = np.random.default_rng(2)
     x = rng.standard_normal((batch, seq_len, input_size)).astype(np.float32)
     state_arrays = [rng.standard_normal((batch, hidden_size)).astype(np.float32)
                     for _ in range(1 if kind == "RNN" else 2)]
+    # the loss weights of each step's outputs (outputs, then the state tensors)
+    part_shapes = [(batch, seq_len, output_size)] + [(batch, hidden_size)] * len(state_arrays)
+    loss_weights = [[rng.standard_normal(s).astype(np.float32) for s in part_shapes] for _ in range(steps)]
 
     def state(lib):
         if not initial_state:
@@ -171,33 +182,49 @@ def test_seed_model_matches_torch(kind, initial_state):
         ts = [lib.tensor(a) for a in state_arrays]
         return ts[0] if kind == "RNN" else tuple(ts)
 
-    t_opt = real_torch.optim.Adam(tm.parameters(), lr=0.01)
+    def torch_side(torch):
+        T_RNN, T_LSTM = tutorial_classes(torch, torch.nn)
+        tm = (T_RNN if kind == "RNN" else T_LSTM)(input_size, hidden_size, output_size)
+        params = dict(tm.named_parameters())
+        with torch.no_grad():
+            for n, w in init.items():
+                params[n].copy_(torch.from_numpy(w))
+        opt = torch.optim.Adam(tm.parameters(), lr=0.01)
+        record = []
+        for step in range(steps):
+            parts = flatten_outputs(tm(torch.tensor(x), state(torch)))
+            opt.zero_grad()
+            loss_of(parts, torch, loss_weights[step]).backward()
+            grads = packed(torch, [p.grad for p in params.values()])
+            opt.step()
+            record.append(dict(outputs=list(parts), grads=grads, params=packed(torch, params.values())))
+        return dict(names=list(params), steps=record)
+
+    ref = torch_ref(torch_side, inputs=dict(x=x, state=np.stack(state_arrays), init=packed_np(init.values()),
+                                            loss_weights=packed_np(w for ws in loss_weights for w in ws)))
+    names = [str(n) for n in ref["names"]]
+    assert [n for n, _ in cm.named_parameters()] == names
+    shapes = [p.shape for p in cm.parameters()]
     c_opt = ctransformer.optim.Adam(cm.parameters(), lr=0.01)
-    for step in range(3):
-        t_parts = flatten_outputs(tm(real_torch.tensor(x), state(real_torch)))
+    for step, t in enumerate(ref["steps"]):
         c_parts = flatten_outputs(cm(ctransformer.tensor(x), state(ctransformer)))
-        for i, (t, c) in enumerate(zip(t_parts, c_parts)):
-            assert tuple(c.shape) == tuple(t.shape)
-            np.testing.assert_allclose(c.detach().numpy(), t.detach().numpy(), **TOL,
-                                       err_msg=f"{kind} output {i} at step {step}")
-        weights = [rng.standard_normal(tuple(t.shape)).astype(np.float32) for t in t_parts]
-        t_opt.zero_grad()
+        for i, (tp, c) in enumerate(zip(t["outputs"], c_parts)):
+            assert tuple(c.shape) == tp.shape
+            np.testing.assert_allclose(c.detach().numpy(), tp, **TOL, err_msg=f"{kind} output {i} at step {step}")
         c_opt.zero_grad()
-        loss_of(t_parts, real_torch, weights).backward()
-        loss_of(c_parts, ctransformer, weights).backward()
-        t_grads = dict(tm.named_parameters())
+        loss_of(c_parts, ctransformer, loss_weights[step]).backward()
+        t_grads = dict(zip(names, unpack(t["grads"], shapes)))
         for name, p in cm.named_parameters():
-            np.testing.assert_allclose(p.grad.numpy(), t_grads[name].grad.numpy(), **TOL,
+            np.testing.assert_allclose(p.grad.numpy(), t_grads[name], **TOL,
                                        err_msg=f"{kind} grad of {name} at step {step}")
-        t_opt.step()
         c_opt.step()
-        t_params = dict(tm.named_parameters())
+        t_params = dict(zip(names, unpack(t["params"], shapes)))
         for name, p in cm.named_parameters():
-            np.testing.assert_allclose(p.detach().numpy(), t_params[name].detach().numpy(), **TOL,
+            np.testing.assert_allclose(p.detach().numpy(), t_params[name], **TOL,
                                        err_msg=f"{kind} {name} after Adam step {step}")
 
 
-def test_seed_models_train_on_a_toy_task():
+def test_tutorial_models_train_on_a_toy_task():
     """The pasted LSTM learns to output the running sum sign: loss drops."""
     ctransformer.manual_seed(0)
     model = C_LSTM(1, 8, 1)
