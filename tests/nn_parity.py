@@ -14,11 +14,61 @@ from collections import OrderedDict
 import numpy as np
 
 import ctransformer as ct
-from golden import torch_reference
+import golden
 
 F32 = dict(rtol=2e-4, atol=2e-5)
 F64 = dict(rtol=1e-10, atol=1e-12)
 NONE = np.zeros(0)   # stands for "no gradient" in a torch side's answer
+
+
+# ---- compact fixtures ----------------------------------------------------------
+# golden .npz files hold one zip entry (~300 bytes of names and headers) per
+# array; a torch side here answers with a few dozen small arrays, so they are
+# stored as two: one line of metadata per array, and all their bytes.
+
+def _pack_flat(flat):
+    meta, chunks = [], []
+    for name, a in flat.items():
+        a = np.asarray(a)
+        meta.append("\t".join([name, a.dtype.str, ",".join(map(str, a.shape))]))
+        chunks.append(a.tobytes(order="C"))
+    return dict(meta=meta, data=np.frombuffer(b"".join(chunks), dtype=np.uint8))
+
+
+def _unpack_flat(packed):
+    data = np.asarray(packed["data"], dtype=np.uint8).tobytes()
+    flat, at = {}, 0
+    for line in packed["meta"]:
+        name, dtype, shape = str(line).split("\t")
+        shape = tuple(int(d) for d in shape.split(",") if d)
+        dtype = np.dtype(dtype)
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        flat[name] = np.frombuffer(data[at:at + size], dtype=dtype).reshape(shape).copy()
+        at += size
+    assert at == len(data), "malformed compact fixture"
+    return flat
+
+
+def _fingerprint_inputs(inputs):
+    """One array standing for all the inputs (golden fingerprints each input
+    in two entries): their values in order, then their shapes."""
+    if not inputs:
+        return {}
+    arrays = [np.asarray(v) for v in inputs.values()]
+    parts = [a.ravel().astype(np.float64) for a in arrays]
+    parts.append(np.asarray([d for a in arrays for d in (a.ndim,) + a.shape], dtype=np.float64))
+    return dict(inputs=np.concatenate(parts))
+
+
+def torch_reference(torch_side, inputs=None):
+    """golden.torch_reference with the answer stored compactly: the same
+    nested dict of NumPy arrays (dict order kept) in every mode."""
+    def packed_side(torch):
+        flat = {}
+        golden._flatten(torch_side(torch), "", flat)
+        return _pack_flat(flat)
+
+    return golden._unflatten(_unpack_flat(golden.torch_reference(packed_side, _fingerprint_inputs(inputs or {}))))
 
 
 # ---- packing named tensors (a few fixture entries instead of one per tensor) --

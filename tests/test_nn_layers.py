@@ -8,8 +8,7 @@ import pytest
 
 import ctransformer as ct
 import ctransformer.nn as nn
-from golden import torch_reference
-from nn_parity import F32, check_module, check_state_dict_roundtrip
+from nn_parity import F32, check_module, check_state_dict_roundtrip, torch_reference
 
 DTYPES = [np.float32, np.float64]
 

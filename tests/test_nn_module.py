@@ -9,8 +9,7 @@ import pytest
 
 import ctransformer as ct
 import ctransformer.nn as nn
-from golden import torch_reference
-from nn_parity import F32, assert_param_grads, load_torch_state, torch_param_grads, torch_state
+from nn_parity import F32, assert_param_grads, load_torch_state, torch_param_grads, torch_reference, torch_state
 
 
 def build(lib):

@@ -7,8 +7,7 @@ import pytest
 
 import ctransformer as ct
 import ctransformer.nn as nn
-from golden import torch_reference
-from nn_parity import F32
+from nn_parity import F32, torch_reference
 
 
 def grad_arrays(seed=0, scale=1.0, dtype=np.float32):
