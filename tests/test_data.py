@@ -330,17 +330,24 @@ def test_masks_shapes_and_polarity():
     assert padding_mask(np.array([[1, 2, 1]]), pad_id=1)[0, 0, 0].tolist() == [False, True, False]
 
 
-def test_masks_against_torch_polarity():
-    torch = pytest.importorskip("torch")
-    # torch's generate_square_subsequent_mask is -inf where attention is blocked: the opposite of ours
-    blocked = torch.nn.Transformer.generate_square_subsequent_mask(4).isinf().numpy()
-    assert np.array_equal(~subsequent_mask(4)[0, 0], blocked)
-    # F.scaled_dot_product_attention takes True = attend: masked keys get zero weight
+def test_masks_against_torch_polarity(torch_ref):
     ids = np.array([[3, 4, 0, 0]])
-    q = torch.randn(1, 1, 4, 2, dtype=torch.float64)
-    out = torch.nn.functional.scaled_dot_product_attention(q, q, torch.eye(4, dtype=torch.float64)[None, None],
-                                                           attn_mask=torch.from_numpy(target_mask(ids)))
-    assert np.allclose(out[0, 0, :, 2:].numpy(), 0.0) and np.allclose(out[0, 0, 0].numpy(), [1, 0, 0, 0])
+    mask = target_mask(ids)
+
+    def torch_side(torch):
+        blocked = torch.nn.Transformer.generate_square_subsequent_mask(4).isinf()
+        q = torch.randn(1, 1, 4, 2, dtype=torch.float64)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, q, torch.eye(4, dtype=torch.float64)[None, None], attn_mask=torch.from_numpy(mask))
+        return dict(blocked=blocked, out=out)
+
+    ref = torch_ref(torch_side, inputs=dict(mask=mask))
+    # torch's generate_square_subsequent_mask is -inf where attention is blocked: the opposite of ours
+    assert np.array_equal(~subsequent_mask(4)[0, 0], ref["blocked"])
+    # F.scaled_dot_product_attention takes True = attend: masked keys get zero weight
+    out = ref["out"]
+    assert out.shape == (1, 1, 4, 4)
+    assert np.allclose(out[0, 0, :, 2:], 0.0) and np.allclose(out[0, 0, 0], [1, 0, 0, 0])
 
 
 def test_mask_bad_input():

@@ -76,9 +76,7 @@ def test_default_collate_of_dicts_arrays_numbers_strings():
     assert b["name"] == ["s0", "s1", "s2"]
 
 
-def test_default_collate_matches_torch_types():
-    torch = pytest.importorskip("torch")
-    from torch.utils.data import default_collate as t_collate
+def test_default_collate_matches_torch_types(torch_ref):
     Point = namedtuple("Point", "a b")
     samples = [
         [(np.ones(2, np.float32) * i, i, True) for i in range(3)],
@@ -86,12 +84,25 @@ def test_default_collate_matches_torch_types():
         [[i, i + 1] for i in range(3)],
         [np.float32(i) for i in range(3)],
     ]
-    for batch in samples:
-        ours, theirs = default_collate(batch), t_collate(batch)
-        assert type(ours).__name__ == type(theirs).__name__
-        for o, t in zip(ours, theirs):
-            assert np.dtype(str(t.dtype).replace("torch.", "")) == o.dtype
-            np.testing.assert_array_equal(o.numpy(), t.numpy())
+
+    def torch_side(torch):
+        from torch.utils.data import default_collate as t_collate
+        res = []
+        for batch in samples:
+            theirs = t_collate(batch)
+            res.append(dict(type=type(theirs).__name__,
+                            items=[dict(dtype=str(t.dtype), value=t) for t in theirs]))
+        return dict(batches=res)
+
+    ref = torch_ref(torch_side)
+    assert len(ref["batches"]) == len(samples)
+    for batch, theirs in zip(samples, ref["batches"]):
+        ours = default_collate(batch)
+        assert type(ours).__name__ == theirs["type"]
+        assert len(ours) == len(theirs["items"])
+        for o, t in zip(ours, theirs["items"]):
+            assert np.dtype(str(t["dtype"]).replace("torch.", "")) == o.dtype
+            np.testing.assert_array_equal(o.numpy(), t["value"])
     with pytest.raises(RuntimeError, match="equal size"):
         default_collate([ct.zeros(2), ct.zeros(3)])
 

@@ -182,10 +182,15 @@ def test_foreign_files_are_clear_value_errors(tmp_path):
         ct.load(tmp_path / "missing.pt")
 
 
-def test_torch_checkpoint_is_refused_without_unpickling(tmp_path):
-    torch = pytest.importorskip("torch")
+def test_torch_checkpoint_is_refused_without_unpickling(tmp_path, torch_ref):
+    def torch_side(torch):
+        import io
+        buf = io.BytesIO()
+        torch.save({"w": torch.ones(2)}, buf)
+        return dict(file=np.frombuffer(buf.getvalue(), np.uint8))
+
     path = tmp_path / "torch.pt"
-    torch.save({"w": torch.ones(2)}, path)
+    path.write_bytes(torch_ref(torch_side)["file"].tobytes())  # the bytes torch.save wrote
     with pytest.raises(ValueError, match=r"torch\.pt.*not a valid ctransformer checkpoint"):
         ct.load(path)
 
