@@ -12,50 +12,62 @@ import ctransformer.nn as nn
 from ctransformer.autograd import gradcheck
 from ctransformer.nn.utils.rnn import (PackedSequence, pack_padded_sequence, pack_sequence,
                                        pad_packed_sequence)
-from conftest import F32
-
-torch = pytest.importorskip("torch")
+from nn_parity import (F32, assert_param_grads, load_torch_state, torch_param_grads, torch_reference,
+                       torch_state)
 
 KINDS = [("RNN", "tanh"), ("RNN", "relu"), ("LSTM", None), ("GRU", None)]
 I, H, T, B = 3, 4, 5, 3
 
 
-def make_pair(kind, act, **kw):
-    """Our module and torch's, with torch's weights copied into ours."""
+def make_torch(torch, kind, act, **kw):
+    """Torch's module (inside a torch side)."""
     extra = {} if act is None else {"nonlinearity": act}
-    ref = getattr(torch.nn, kind)(I, H, **extra, **kw)
+    return getattr(torch.nn, kind)(I, H, **extra, **kw)
+
+
+def make_ours(kind, act, state, **kw):
+    """Our module, with the weights torch's had (``torch_state``)."""
+    extra = {} if act is None else {"nonlinearity": act}
     ours = getattr(nn, kind)(I, H, **extra, **kw)
-    ours.load_state_dict({k: ct.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
-    return ours, ref
+    load_torch_state(ours, state)
+    return ours
 
 
-def pair_tensor(arr):
-    return ct.tensor(arr, requires_grad=True), torch.tensor(arr, requires_grad=True)
-
-
-def loss_of(out, states, rng_seed=0):
+def loss_of(lib, out, states, rng_seed=0):
     """A loss touching every output with distinct weights (same in both libraries)."""
     parts = [out] + list(states)
     total = None
     for k, p in enumerate(parts):
         w = np.random.default_rng(rng_seed + k).standard_normal(tuple(p.shape)).astype(np.float32)
-        term = (p * (ct.tensor(w) if isinstance(p, ct.Tensor) else torch.tensor(w))).sum()
+        term = (p * lib.tensor(w)).sum()
         total = term if total is None else total + term
     return total
 
 
 def assert_close(ours, ref, what=""):
-    np.testing.assert_allclose(ours.detach().numpy(), ref.detach().numpy(), err_msg=what, **F32)
-
-
-def assert_param_grads(ours, ref):
-    for (name, p), (name_ref, p_ref) in zip(ours.named_parameters(), ref.named_parameters()):
-        assert name == name_ref
-        assert_close(p.grad, p_ref.grad, f"grad of {name}")
+    np.testing.assert_allclose(ours.detach().numpy(), ref, err_msg=what, **F32)
 
 
 def states_of(kind, hx):
     return hx if kind == "LSTM" else (hx,)
+
+
+def hx_of(kind, states):
+    """The hx argument made of the initial-state tensors (None without)."""
+    if not states:
+        return None
+    return tuple(states) if kind in ("LSTM", "LSTMCell") else states[0]
+
+
+def arrays_dict(**named):
+    """inputs= for torch_reference: lists of arrays become name0, name1, ..."""
+    out = {}
+    for name, value in named.items():
+        if isinstance(value, (list, tuple)):
+            out.update({f"{name}{i}": v for i, v in enumerate(value)})
+        else:
+            out[name] = value
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -68,29 +80,37 @@ def states_of(kind, hx):
 @pytest.mark.parametrize("with_state", [False, True])
 def test_module_torch_parity(kind, act, layers, bidirectional, batch_first, with_state):
     rng = np.random.default_rng(layers * 7 + bidirectional * 3 + batch_first)
-    ours, ref = make_pair(kind, act, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first)
+    kw = dict(num_layers=layers, bidirectional=bidirectional, batch_first=batch_first)
     D = 2 if bidirectional else 1
-    x_c, x_t = pair_tensor(rng.standard_normal((B, T, I) if batch_first else (T, B, I)).astype(np.float32))
-    hx_c = hx_t = None
-    states = []
-    if with_state:
-        n = 2 if kind == "LSTM" else 1
-        states = [pair_tensor(rng.standard_normal((layers * D, B, H)).astype(np.float32)) for _ in range(n)]
-        hx_c = tuple(s[0] for s in states) if kind == "LSTM" else states[0][0]
-        hx_t = tuple(s[1] for s in states) if kind == "LSTM" else states[0][1]
-    out_c, h_c = ours(x_c, hx_c)
-    out_t, h_t = ref(x_t, hx_t)
-    assert tuple(out_c.shape) == tuple(out_t.shape)
-    assert_close(out_c, out_t, "output")
-    for a, b in zip(states_of(kind, h_c), states_of(kind, h_t)):
+    x = rng.standard_normal((B, T, I) if batch_first else (T, B, I)).astype(np.float32)
+    n = (2 if kind == "LSTM" else 1) if with_state else 0
+    s0 = [rng.standard_normal((layers * D, B, H)).astype(np.float32) for _ in range(n)]
+
+    def torch_side(torch):
+        ref = make_torch(torch, kind, act, **kw)
+        state = torch_state(ref)
+        x_t = torch.tensor(x, requires_grad=True)
+        s_t = [torch.tensor(s, requires_grad=True) for s in s0]
+        out, h = ref(x_t, hx_of(kind, s_t))
+        loss_of(torch, out, states_of(kind, h)).backward()
+        return dict(state=state, out=out, h=list(states_of(kind, h)), dx=x_t.grad, ds=[s.grad for s in s_t],
+                    params=torch_param_grads(ref))
+
+    ref = torch_reference(torch_side, arrays_dict(x=x, s=s0))
+    ours = make_ours(kind, act, ref["state"], **kw)
+    x_c = ct.tensor(x, requires_grad=True)
+    s_c = [ct.tensor(s, requires_grad=True) for s in s0]
+    out_c, h_c = ours(x_c, hx_of(kind, s_c))
+    assert tuple(out_c.shape) == ref["out"].shape
+    assert_close(out_c, ref["out"], "output")
+    for a, b in zip(states_of(kind, h_c), ref["h"]):
         assert tuple(a.shape) == (layers * D, B, H)
         assert_close(a, b, "final state")
-    loss_of(out_c, states_of(kind, h_c)).backward()
-    loss_of(out_t, states_of(kind, h_t)).backward()
-    assert_close(x_c.grad, x_t.grad, "grad of input")
-    for s_c, s_t in states:
-        assert_close(s_c.grad, s_t.grad, "grad of initial state")
-    assert_param_grads(ours, ref)
+    loss_of(ct, out_c, states_of(kind, h_c)).backward()
+    assert_close(x_c.grad, ref["dx"], "grad of input")
+    for a, b in zip(s_c, ref["ds"]):
+        assert_close(a.grad, b, "grad of initial state")
+    assert_param_grads(ours, ref["params"])
 
 
 @pytest.mark.parametrize("kind,act", KINDS)
@@ -98,82 +118,123 @@ def test_module_torch_parity(kind, act, layers, bidirectional, batch_first, with
 def test_packed_torch_parity(kind, act, enforce_sorted):
     rng = np.random.default_rng(3)
     lengths = [5, 3, 2] if enforce_sorted else [3, 5, 2]
-    ours, ref = make_pair(kind, act, num_layers=2, bidirectional=True)
-    x_c, x_t = pair_tensor(rng.standard_normal((T, B, I)).astype(np.float32))
+    kw = dict(num_layers=2, bidirectional=True)
+    x = rng.standard_normal((T, B, I)).astype(np.float32)
+
+    def torch_side(torch):
+        ref = make_torch(torch, kind, act, **kw)
+        state = torch_state(ref)
+        x_t = torch.tensor(x, requires_grad=True)
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x_t, torch.tensor(lengths), enforce_sorted=enforce_sorted)
+        out, h = ref(packed)
+        pad, lens = torch.nn.utils.rnn.pad_packed_sequence(out, padding_value=-1.0)
+        loss_of(torch, pad, states_of(kind, h)).backward()
+        return dict(state=state, batch_sizes=packed.batch_sizes, packed_data=packed.data, pad=pad, lens=lens,
+                    h=list(states_of(kind, h)), dx=x_t.grad, params=torch_param_grads(ref))
+
+    ref = torch_reference(torch_side, dict(x=x, lengths=np.array(lengths)))
+    ours = make_ours(kind, act, ref["state"], **kw)
+    x_c = ct.tensor(x, requires_grad=True)
     packed_c = pack_padded_sequence(x_c, lengths, enforce_sorted=enforce_sorted)
-    packed_t = torch.nn.utils.rnn.pack_padded_sequence(x_t, torch.tensor(lengths), enforce_sorted=enforce_sorted)
-    np.testing.assert_array_equal(packed_c.batch_sizes.numpy(), packed_t.batch_sizes.numpy())
-    assert_close(packed_c.data, packed_t.data, "packed data")
+    np.testing.assert_array_equal(packed_c.batch_sizes.numpy(), ref["batch_sizes"])
+    assert_close(packed_c.data, ref["packed_data"], "packed data")
     out_c, h_c = ours(packed_c)
-    out_t, h_t = ref(packed_t)
     assert isinstance(out_c, PackedSequence)
     pad_c, len_c = pad_packed_sequence(out_c, padding_value=-1.0)
-    pad_t, len_t = torch.nn.utils.rnn.pad_packed_sequence(out_t, padding_value=-1.0)
-    np.testing.assert_array_equal(len_c.numpy(), len_t.numpy())
-    assert_close(pad_c, pad_t, "padded output")
-    for a, b in zip(states_of(kind, h_c), states_of(kind, h_t)):
+    np.testing.assert_array_equal(len_c.numpy(), ref["lens"])
+    assert_close(pad_c, ref["pad"], "padded output")
+    for a, b in zip(states_of(kind, h_c), ref["h"]):
         assert_close(a, b, "final state")
-    loss_of(pad_c, states_of(kind, h_c)).backward()
-    loss_of(pad_t, states_of(kind, h_t)).backward()
-    assert_close(x_c.grad, x_t.grad, "grad of input")
-    assert_param_grads(ours, ref)
+    loss_of(ct, pad_c, states_of(kind, h_c)).backward()
+    assert_close(x_c.grad, ref["dx"], "grad of input")
+    assert_param_grads(ours, ref["params"])
 
 
 def test_packed_batch_first_and_total_length():
     rng = np.random.default_rng(4)
-    ours, ref = make_pair("GRU", None, batch_first=True)
     x = rng.standard_normal((B, T + 2, I)).astype(np.float32)
     lengths = [4, 4, 1]
+
+    def torch_side(torch):
+        ref = make_torch(torch, "GRU", None, batch_first=True)
+        out, _ = ref(torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(x), lengths, batch_first=True))
+        pad, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=T + 2)
+        return dict(state=torch_state(ref), pad=pad)
+
+    ref = torch_reference(torch_side, dict(x=x))
+    ours = make_ours("GRU", None, ref["state"], batch_first=True)
     out_c, _ = ours(pack_padded_sequence(ct.tensor(x), lengths, batch_first=True))
-    out_t, _ = ref(torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(x), lengths, batch_first=True))
     pad_c, _ = pad_packed_sequence(out_c, batch_first=True, total_length=T + 2)
-    pad_t, _ = torch.nn.utils.rnn.pad_packed_sequence(out_t, batch_first=True, total_length=T + 2)
     assert tuple(pad_c.shape) == (B, T + 2, H)
-    assert_close(pad_c, pad_t)
+    assert_close(pad_c, ref["pad"])
 
 
 def test_pack_sequence_matches_torch():
     rng = np.random.default_rng(5)
     seqs = [rng.standard_normal((n, I)).astype(np.float32) for n in (4, 2, 1)]
+
+    def torch_side(torch):
+        p_t = torch.nn.utils.rnn.pack_sequence([torch.tensor(s) for s in seqs])
+        return dict(data=p_t.data, batch_sizes=p_t.batch_sizes)
+
+    ref = torch_reference(torch_side, arrays_dict(seq=seqs))
     p_c = pack_sequence([ct.tensor(s) for s in seqs])
-    p_t = torch.nn.utils.rnn.pack_sequence([torch.tensor(s) for s in seqs])
-    assert_close(p_c.data, p_t.data)
-    np.testing.assert_array_equal(p_c.batch_sizes.numpy(), p_t.batch_sizes.numpy())
+    assert_close(p_c.data, ref["data"])
+    np.testing.assert_array_equal(p_c.batch_sizes.numpy(), ref["batch_sizes"])
 
 
 @pytest.mark.parametrize("kind,act", [("LSTM", None), ("GRU", None), ("RNN", "tanh")])
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_unbatched_input(kind, act, batch_first):
     rng = np.random.default_rng(6)
-    ours, ref = make_pair(kind, act, num_layers=2, batch_first=batch_first)
-    x_c, x_t = pair_tensor(rng.standard_normal((T, I)).astype(np.float32))
+    kw = dict(num_layers=2, batch_first=batch_first)
+    x = rng.standard_normal((T, I)).astype(np.float32)
     h = rng.standard_normal((2, H)).astype(np.float32)
-    hx_c = (ct.tensor(h), ct.tensor(h * 0.5)) if kind == "LSTM" else ct.tensor(h)
-    hx_t = (torch.tensor(h), torch.tensor(h * 0.5)) if kind == "LSTM" else torch.tensor(h)
-    out_c, h_c = ours(x_c, hx_c)
-    out_t, h_t = ref(x_t, hx_t)
+    s0 = [h, h * 0.5] if kind == "LSTM" else [h]
+
+    def torch_side(torch):
+        ref = make_torch(torch, kind, act, **kw)
+        state = torch_state(ref)
+        x_t = torch.tensor(x, requires_grad=True)
+        out, h_t = ref(x_t, hx_of(kind, [torch.tensor(s) for s in s0]))
+        loss_of(torch, out, states_of(kind, h_t)).backward()
+        return dict(state=state, out=out, h=list(states_of(kind, h_t)), dx=x_t.grad)
+
+    ref = torch_reference(torch_side, dict(x=x, h=h))
+    ours = make_ours(kind, act, ref["state"], **kw)
+    x_c = ct.tensor(x, requires_grad=True)
+    out_c, h_c = ours(x_c, hx_of(kind, [ct.tensor(s) for s in s0]))
     assert tuple(out_c.shape) == (T, H)
-    assert_close(out_c, out_t)
-    for a, b in zip(states_of(kind, h_c), states_of(kind, h_t)):
+    assert_close(out_c, ref["out"])
+    for a, b in zip(states_of(kind, h_c), ref["h"]):
         assert tuple(a.shape) == (2, H)
         assert_close(a, b)
-    loss_of(out_c, states_of(kind, h_c)).backward()
-    loss_of(out_t, states_of(kind, h_t)).backward()
-    assert_close(x_c.grad, x_t.grad)
+    loss_of(ct, out_c, states_of(kind, h_c)).backward()
+    assert_close(x_c.grad, ref["dx"])
 
 
 @pytest.mark.parametrize("kind,act", KINDS)
 def test_no_bias(kind, act):
     rng = np.random.default_rng(7)
-    ours, ref = make_pair(kind, act, bias=False, num_layers=2)
-    assert list(ours.state_dict()) == list(ref.state_dict())
-    x_c, x_t = pair_tensor(rng.standard_normal((T, B, I)).astype(np.float32))
-    out_c, h_c = ours(x_c)
-    out_t, h_t = ref(x_t)
-    assert_close(out_c, out_t)
-    loss_of(out_c, states_of(kind, h_c)).backward()
-    loss_of(out_t, states_of(kind, h_t)).backward()
-    assert_param_grads(ours, ref)
+    kw = dict(bias=False, num_layers=2)
+    x = rng.standard_normal((T, B, I)).astype(np.float32)
+
+    def torch_side(torch):
+        ref = make_torch(torch, kind, act, **kw)
+        state = torch_state(ref)
+        out, h = ref(torch.tensor(x, requires_grad=True))
+        loss_of(torch, out, states_of(kind, h)).backward()
+        return dict(state=state, out=out, params=torch_param_grads(ref))
+
+    ref = torch_reference(torch_side, dict(x=x))
+    extra = {} if act is None else {"nonlinearity": act}
+    ours = getattr(nn, kind)(I, H, **extra, **kw)
+    assert list(ours.state_dict()) == list(ref["state"]["names"])
+    load_torch_state(ours, ref["state"])
+    out_c, h_c = ours(ct.tensor(x, requires_grad=True))
+    assert_close(out_c, ref["out"])
+    loss_of(ct, out_c, states_of(kind, h_c)).backward()
+    assert_param_grads(ours, ref["params"])
 
 
 # ---------------------------------------------------------------------------
@@ -185,32 +246,40 @@ def test_no_bias(kind, act):
 @pytest.mark.parametrize("unbatched", [False, True])
 def test_cell_torch_parity(kind, act, with_state, unbatched):
     rng = np.random.default_rng(8)
-    extra = {} if act is None else {"nonlinearity": act}
-    ref = getattr(torch.nn, kind)(I, H, **extra)
-    ours = getattr(nn, kind)(I, H, **extra)
-    assert list(ours.state_dict()) == list(ref.state_dict())
-    ours.load_state_dict({k: ct.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
     lead = () if unbatched else (B,)
-    x_c, x_t = pair_tensor(rng.standard_normal(lead + (I,)).astype(np.float32))
-    states = []
-    hx_c = hx_t = None
-    if with_state:
-        n = 2 if kind == "LSTMCell" else 1
-        states = [pair_tensor(rng.standard_normal(lead + (H,)).astype(np.float32)) for _ in range(n)]
-        hx_c = tuple(s[0] for s in states) if n == 2 else states[0][0]
-        hx_t = tuple(s[1] for s in states) if n == 2 else states[0][1]
-    res_c, res_t = ours(x_c, hx_c), ref(x_t, hx_t)
+    x = rng.standard_normal(lead + (I,)).astype(np.float32)
+    n = (2 if kind == "LSTMCell" else 1) if with_state else 0
+    s0 = [rng.standard_normal(lead + (H,)).astype(np.float32) for _ in range(n)]
+
+    def torch_side(torch):
+        ref = make_torch(torch, kind, act)
+        state = torch_state(ref)
+        x_t = torch.tensor(x, requires_grad=True)
+        s_t = [torch.tensor(s, requires_grad=True) for s in s0]
+        res = ref(x_t, hx_of(kind, s_t))
+        res = res if isinstance(res, tuple) else (res,)
+        loss_of(torch, res[0], res[1:]).backward()
+        return dict(state=state, res=list(res), dx=x_t.grad, ds=[s.grad for s in s_t],
+                    params=torch_param_grads(ref))
+
+    ref = torch_reference(torch_side, arrays_dict(x=x, s=s0))
+    extra = {} if act is None else {"nonlinearity": act}
+    ours = getattr(nn, kind)(I, H, **extra)
+    assert list(ours.state_dict()) == list(ref["state"]["names"])
+    load_torch_state(ours, ref["state"])
+    x_c = ct.tensor(x, requires_grad=True)
+    s_c = [ct.tensor(s, requires_grad=True) for s in s0]
+    res_c = ours(x_c, hx_of(kind, s_c))
     res_c = res_c if isinstance(res_c, tuple) else (res_c,)
-    res_t = res_t if isinstance(res_t, tuple) else (res_t,)
-    for a, b in zip(res_c, res_t):
+    assert len(res_c) == len(ref["res"])
+    for a, b in zip(res_c, ref["res"]):
         assert tuple(a.shape) == lead + (H,)
         assert_close(a, b)
-    loss_of(res_c[0], res_c[1:]).backward()
-    loss_of(res_t[0], res_t[1:]).backward()
-    assert_close(x_c.grad, x_t.grad)
-    for s_c, s_t in states:
-        assert_close(s_c.grad, s_t.grad)
-    assert_param_grads(ours, ref)
+    loss_of(ct, res_c[0], res_c[1:]).backward()
+    assert_close(x_c.grad, ref["dx"])
+    for a, b in zip(s_c, ref["ds"]):
+        assert_close(a.grad, b)
+    assert_param_grads(ours, ref["params"])
 
 
 # ---------------------------------------------------------------------------
@@ -274,12 +343,19 @@ def test_gradcheck_cells_float64(kind):
 def test_state_dict_keys_and_shapes_match_torch(kind, act):
     extra = {} if act is None else {"nonlinearity": act}
     ours = getattr(nn, kind)(3, 5, num_layers=3, bidirectional=True, **extra)
-    ref = getattr(torch.nn, kind)(3, 5, num_layers=3, bidirectional=True, **extra)
-    sd, sd_ref = ours.state_dict(), ref.state_dict()
-    assert list(sd) == list(sd_ref)
-    for k in sd:
-        assert tuple(sd[k].shape) == tuple(sd_ref[k].shape), k
-    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in ref.named_parameters()]
+
+    def torch_side(torch):
+        ref = getattr(torch.nn, kind)(3, 5, num_layers=3, bidirectional=True, **extra)
+        sd = ref.state_dict()
+        return dict(keys=list(sd), shapes=[list(v.shape) for v in sd.values()],
+                    params=[n for n, _ in ref.named_parameters()])
+
+    ref = torch_reference(torch_side)
+    sd = ours.state_dict()
+    assert list(sd) == list(ref["keys"])
+    for k, shape in zip(sd, ref["shapes"]):
+        assert tuple(sd[k].shape) == tuple(int(d) for d in shape), k
+    assert [n for n, _ in ours.named_parameters()] == list(ref["params"])
 
 
 def test_init_is_uniform_in_one_over_sqrt_hidden():
@@ -316,9 +392,15 @@ def test_dropout_between_layers_only_in_training():
 
 def test_dropout_one_matches_torch():
     """dropout=1 zeroes layer 0's output: deterministic in both libraries."""
-    ours, ref = make_pair("LSTM", None, num_layers=2, dropout=1.0)
     x = np.random.default_rng(12).standard_normal((T, B, I)).astype(np.float32)
-    assert_close(ours(ct.tensor(x))[0], ref(torch.tensor(x))[0])
+
+    def torch_side(torch):
+        ref = make_torch(torch, "LSTM", None, num_layers=2, dropout=1.0)
+        return dict(state=torch_state(ref), out=ref(torch.tensor(x))[0])
+
+    ref = torch_reference(torch_side, dict(x=x))
+    ours = make_ours("LSTM", None, ref["state"], num_layers=2, dropout=1.0)
+    assert_close(ours(ct.tensor(x))[0], ref["out"])
 
 
 def test_dropout_warning_and_proj_size():
@@ -332,10 +414,12 @@ def test_dropout_warning_and_proj_size():
 
 def test_repr_and_module_api():
     m = nn.LSTM(3, 4, num_layers=2, batch_first=True, bidirectional=True)
-    assert repr(m) == repr(torch.nn.LSTM(3, 4, num_layers=2, batch_first=True, bidirectional=True))
+    ref = torch_reference(lambda torch: dict(
+        repr=repr(torch.nn.LSTM(3, 4, num_layers=2, batch_first=True, bidirectional=True)),
+        numel=sum(p.numel() for p in torch.nn.LSTM(3, 4, 2, batch_first=True, bidirectional=True).parameters())))
+    assert repr(m) == ref["repr"]
     assert len(m.all_weights) == 4 and len(m.all_weights[0]) == 4
-    assert sum(p.numel() for p in m.parameters()) == sum(
-        p.numel() for p in torch.nn.LSTM(3, 4, 2, batch_first=True, bidirectional=True).parameters())
+    assert sum(p.numel() for p in m.parameters()) == ref["numel"]
 
 
 # ---------------------------------------------------------------------------
