@@ -1,19 +1,28 @@
-"""The seeds' hand-written Transformers, pasted (indentation restored: the
-seed text lost it; comments translated or shortened, code unchanged except
-where noted) and run twice: with torch, and with ``import ctransformer as
-torch; import ctransformer.nn as nn; import ctransformer.nn.functional as F``.
-From the same weights (copied by state_dict) they must give torch's outputs
-and every parameter gradient (rtol 2e-4, atol 2e-5, float32), in eval mode
-(dropout off).
+"""Three classic tutorials' hand-written Transformers, pasted (indentation
+restored: the tutorial text lost it; comments translated or shortened, code
+unchanged except where noted) and run twice: with torch, and with ``import
+ctransformer as torch; import ctransformer.nn as nn; import
+ctransformer.nn.functional as F``.  From the same weights (torch's, copied by
+state_dict) they must give torch's outputs and every parameter gradient
+(rtol 2e-4, atol 2e-5, float32), in eval mode (dropout off).
 
-* seeds/000: MHABlock, LayerNorm (std + eps, the seed's own), PositionalEncoding,
-  FFNBlock, EncoderBlock, Encoder, DecoderBlock, Decoder, Transformer.
-* seeds/001 (Lynn-Evans): Embedder ... Transformer with copy.deepcopy clones.
-  Edits: ``.cuda()`` dropped (CPU only; torch's CPU build raises too) and
-  ``Variable(x, requires_grad=False)`` written as ``x`` (Variable is the
-  identity since torch 0.4); its loops read a global ``N``, given here.
-* seeds/004: PositionalEncoding (NumPy table), ScaledDotProductAttention,
-  MultiHeadAttention, PositionwiseFeedForward, EncoderLayer, DecoderLayer.
+* CLASSIC, the classic tutorial's Transformer: MHABlock, LayerNorm (std + eps,
+  the tutorial's own), PositionalEncoding, FFNBlock, EncoderBlock, Encoder,
+  DecoderBlock, Decoder, Transformer.
+* LYNN_EVANS, Lynn-Evans' tutorial: Embedder ... Transformer with copy.deepcopy
+  clones.  Edits: ``.cuda()`` dropped (CPU only; torch's CPU build raises too)
+  and ``Variable(x, requires_grad=False)`` written as ``x`` (Variable is the
+  identity since torch 0.4); its loops read a global ``N``, given here.  The
+  test sets FeedForward's default width d_ff (2048) to 64 in both libraries,
+  as it picks d_model 16 and N 2, to keep its golden fixture small.
+* LAYERS, the layer-by-layer tutorial: PositionalEncoding (NumPy table),
+  ScaledDotProductAttention, MultiHeadAttention, PositionwiseFeedForward,
+  EncoderLayer, DecoderLayer.
+
+torch's run of each test is one ``torch_side(torch)`` function returning the
+initial weights, outputs and gradients: live when torch is installed,
+otherwise its golden fixture (tests/golden/test_tutorial_transformer.npz, see
+tests/golden.py).
 """
 import copy
 import math
@@ -25,11 +34,9 @@ import ctransformer
 import ctransformer.nn
 import ctransformer.nn.functional
 
-real_torch = pytest.importorskip("torch")
-
 TOL = dict(rtol=2e-4, atol=2e-5)
 
-SEED_000 = '''
+CLASSIC = '''
 class MHABlock(nn.Module):
     def __init__(self, d_model: int, h: int, dropout: float):
         super().__init__()
@@ -216,7 +223,7 @@ class Transformer(nn.Module):
         return output
 '''
 
-SEED_001 = '''
+LYNN_EVANS = '''
 class Embedder(nn.Module):
     def __init__(self, vocab_size, d_model):
         super().__init__()
@@ -428,7 +435,7 @@ class Transformer(nn.Module):
         return output
 '''
 
-SEED_004 = '''
+LAYERS = '''
 class PositionalEncoding(nn.Module):
     """A unique sin/cos position code for every position."""
     def __init__(self, d_hid, n_position=200):
@@ -550,42 +557,83 @@ class DecoderLayer(nn.Module):
 
 
 def load(source, name, torch, **extra):
-    """exec a pasted seed with torch / nn / F bound to the given library."""
+    """exec a pasted tutorial with torch / nn / F bound to the given library."""
     ns = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "math": math, "np": np, "copy": copy, **extra}
-    exec(compile(source, f"seeds/{name}", "exec"), ns)
+    exec(compile(source, f"<the {name} tutorial>", "exec"), ns)
     return ns
 
 
-def randomise(tm, seed):
-    """Non-trivial norms and biases (the seeds start them at 1 / 0)."""
-    g = real_torch.Generator().manual_seed(seed)
-    with real_torch.no_grad():
+def randomise(torch, tm, seed):
+    """Non-trivial norms and biases (the tutorials start them at 1 / 0)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
         for p in tm.parameters():
             if p.dim() == 1:
-                p.add_(real_torch.randn(p.shape, generator=g) * 0.2)
+                p.add_(torch.randn(p.shape, generator=g) * 0.2)
 
 
-def same_weights(tm, cm):
+def packed(torch, tensors):
+    """Tensors as one flat tensor: a fixture stores one array instead of many small ones."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def unpack(flat, shapes):
+    """The arrays ``packed`` joined, given their shapes (ours, which must match torch's)."""
+    shapes = [tuple(s) for s in shapes]
+    sizes = [int(np.prod(s)) for s in shapes]
+    assert flat.size == sum(sizes), f"torch's values hold {flat.size} numbers, ours {sum(sizes)} ({shapes})"
+    return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
+
+
+def layout(state_dict):
+    """A state_dict's keys with their shapes, in order."""
+    return [f"{k} {tuple(v.shape)}" for k, v in state_dict.items()]
+
+
+def torch_state(torch, tm):
     sd = tm.state_dict()
-    assert list(cm.state_dict()) == list(sd)
-    cm.load_state_dict({k: ctransformer.from_numpy(v.detach().numpy().copy()) for k, v in sd.items()})
+    return dict(layout=layout(sd), values=packed(torch, sd.values()))
 
 
-def check(tm, cm, t_args, c_args, select=lambda out: out):
-    """Outputs and every parameter gradient of sum(out * w)."""
+def state_from(ref, cm):
+    """torch's initial state_dict (from torch_state) as a dict of arrays, by our keys
+    (which must be torch's, in torch's order, with the same shapes)."""
+    sd = cm.state_dict()
+    assert layout(sd) == [str(k) for k in ref["layout"]]
+    return dict(zip(sd, unpack(ref["values"], [v.shape for v in sd.values()])))
+
+
+def same_weights(cm, state):
+    cm.load_state_dict({k: ctransformer.from_numpy(v.copy()) for k, v in state.items()})
+
+
+def torch_check(torch, tm, t_args, select=lambda out: out):
+    """torch's half of check: the output, and every parameter gradient of sum(out * w)."""
     tm.eval()
-    cm.eval()
-    t_out, c_out = select(tm(*t_args)), select(cm(*c_args))
-    np.testing.assert_allclose(c_out._data, t_out.detach().numpy(), err_msg="output", **TOL)
+    t_out = select(tm(*t_args))
     w = np.random.default_rng(3).standard_normal(tuple(t_out.shape)).astype(np.float32)
-    (t_out * real_torch.from_numpy(w)).sum().backward()
+    (t_out * torch.from_numpy(w)).sum().backward()
+    named = list(tm.named_parameters())
+    return dict(out=t_out, names=[n for n, _ in named], has_grad=[p.grad is not None for _, p in named],
+                grads=packed(torch, [p.grad for _, p in named if p.grad is not None]))
+
+
+def check(cm, ref, c_args, select=lambda out: out):
+    """Our output and every parameter gradient of sum(out * w) against torch_check's."""
+    cm.eval()
+    c_out = select(cm(*c_args))
+    np.testing.assert_allclose(c_out._data, ref["out"], err_msg="output", **TOL)
+    w = np.random.default_rng(3).standard_normal(tuple(ref["out"].shape)).astype(np.float32)
     (c_out * ctransformer.from_numpy(w)).sum().backward()
-    t_params = dict(tm.named_parameters())
-    for n, p in cm.named_parameters():
-        tg = t_params[n].grad
-        assert (p.grad is None) == (tg is None), n
-        if tg is not None:
-            np.testing.assert_allclose(p.grad._data, tg.numpy(), err_msg=f"gradient of {n}", **TOL)
+    ours = dict(cm.named_parameters())
+    names = [str(n) for n, has in zip(ref["names"], ref["has_grad"]) if has]
+    t_grads = dict(zip(names, unpack(ref["grads"], [ours[n].shape for n in names])))
+    for n, has in zip(ref["names"], ref["has_grad"]):
+        n = str(n)
+        assert (ours[n].grad is None) == (not has), n
+        if has:
+            np.testing.assert_allclose(ours[n].grad._data, t_grads[n], err_msg=f"gradient of {n}", **TOL)
+    assert set(ours) == {str(n) for n in ref["names"]}
 
 
 def keep_masks(lib, src, tgt, pad=0):
@@ -601,71 +649,98 @@ SRC = np.array([[3, 4, 5, 6, 2], [7, 8, 2, 0, 0]])
 TGT = np.array([[1, 5, 6, 7], [1, 9, 0, 0]])
 
 
-def test_seed_000_transformer():
-    T, C = load(SEED_000, "000", real_torch), load(SEED_000, "000", ctransformer)
+def test_classic_tutorial_transformer(torch_ref):
     kw = dict(src_vocab_size=11, tgt_vocab_size=10, d_model=16, nhead=2, num_encoder_layers=2,
               num_decoder_layers=2, dim_feedforward=32, dropout=0.1, src_seq_len=12, tgt_seq_len=12)
-    real_torch.manual_seed(0)
-    tm = T["Transformer"](**kw)
-    randomise(tm, 1)
-    cm = C["Transformer"](**kw)
-    same_weights(tm, cm)
-    np.testing.assert_allclose(cm.input_pe.pe._data, tm.input_pe.pe.numpy(), **TOL)
-    t_args = (real_torch.tensor(SRC), real_torch.tensor(TGT), *keep_masks(real_torch, SRC, TGT))
+
+    def torch_side(torch):
+        tm = load(CLASSIC, "classic", torch)["Transformer"](**kw)
+        randomise(torch, tm, 1)
+        state = torch_state(torch, tm)
+        t_args = (torch.tensor(SRC), torch.tensor(TGT), *keep_masks(torch, SRC, TGT))
+        return dict(state=state, **torch_check(torch, tm, t_args))
+
+    ref = torch_ref(torch_side, inputs=dict(src=SRC, tgt=TGT))
+    cm = load(CLASSIC, "classic", ctransformer)["Transformer"](**kw)
+    state = state_from(ref["state"], cm)
+    # our positional table, before the state_dict (which holds torch's) is loaded
+    np.testing.assert_allclose(cm.input_pe.pe._data, state["input_pe.pe"], **TOL)
+    same_weights(cm, state)
     c_args = (ctransformer.tensor(SRC), ctransformer.tensor(TGT), *keep_masks(ctransformer, SRC, TGT))
-    check(tm, cm, t_args, c_args)
+    check(cm, ref, c_args)
 
 
-def test_seed_001_lynn_evans_transformer():
+def lynn_evans(torch, N):
+    ns = load(LYNN_EVANS, "Lynn-Evans", torch, N=N)
+    ns["FeedForward"].__init__.__defaults__ = (64, 0.1)  # d_ff 2048 -> 64 (see the module docstring)
+    return ns
+
+
+def test_lynn_evans_tutorial_transformer(torch_ref):
     N = 2
-    T = load(SEED_001, "001", real_torch, N=N)
-    C = load(SEED_001, "001", ctransformer, N=N)
-    real_torch.manual_seed(0)
-    tm = T["Transformer"](11, 10, 16, N, 2)
-    for p in tm.parameters():
-        if p.dim() > 1:
-            real_torch.nn.init.xavier_uniform_(p)
-    randomise(tm, 2)
-    cm = C["Transformer"](11, 10, 16, N, 2)
-    assert cm.encoder.layers[0].attn.q_linear.weight is not cm.encoder.layers[1].attn.q_linear.weight
-    same_weights(tm, cm)
-    # the seed's PE (exponent applied twice) is reproduced as written, by both libraries
-    np.testing.assert_allclose(cm.encoder.pe.pe._data, tm.encoder.pe.pe.numpy(), **TOL)
-    src_mask, _ = keep_masks(real_torch, SRC, TGT)
-    c_src_mask, _ = keep_masks(ctransformer, SRC, TGT)
     # Lynn-Evans masks: src (B, 1, S) and trg (B, T, T), unsqueezed over heads in attention()
     T_len = TGT.shape[1]
     trg = (TGT != 0)[:, None, :] & np.tril(np.ones((T_len, T_len), bool))
-    t_args = (real_torch.tensor(SRC), real_torch.tensor(TGT), src_mask[:, 0], real_torch.tensor(trg))
+
+    def torch_side(torch):
+        tm = lynn_evans(torch, N)["Transformer"](11, 10, 16, N, 2)
+        for p in tm.parameters():
+            if p.dim() > 1:
+                torch.nn.init.xavier_uniform_(p)
+        randomise(torch, tm, 2)
+        state = torch_state(torch, tm)
+        src_mask, _ = keep_masks(torch, SRC, TGT)
+        t_args = (torch.tensor(SRC), torch.tensor(TGT), src_mask[:, 0], torch.tensor(trg))
+        return dict(state=state, **torch_check(torch, tm, t_args))
+
+    ref = torch_ref(torch_side, inputs=dict(src=SRC, tgt=TGT))
+    cm = lynn_evans(ctransformer, N)["Transformer"](11, 10, 16, N, 2)
+    assert cm.encoder.layers[0].attn.q_linear.weight is not cm.encoder.layers[1].attn.q_linear.weight
+    assert tuple(cm.encoder.layers[0].ff.linear_1.weight.shape) == (64, 16)
+    state = state_from(ref["state"], cm)
+    # the tutorial's PE (exponent applied twice) is reproduced as written, by both libraries
+    np.testing.assert_allclose(cm.encoder.pe.pe._data, state["encoder.pe.pe"], **TOL)
+    same_weights(cm, state)
+    c_src_mask, _ = keep_masks(ctransformer, SRC, TGT)
     c_args = (ctransformer.tensor(SRC), ctransformer.tensor(TGT), c_src_mask[:, 0], ctransformer.tensor(trg))
-    check(tm, cm, t_args, c_args)
+    check(cm, ref, c_args)
 
 
 @pytest.mark.parametrize("layer", ["EncoderLayer", "DecoderLayer"])
-def test_seed_004_layers(layer):
-    T, C = load(SEED_004, "004", real_torch), load(SEED_004, "004", ctransformer)
+def test_layers_tutorial(layer, torch_ref):
     d_model, d_inner, n_head, d_k, d_v = 16, 32, 2, 8, 6
-    real_torch.manual_seed(0)
-    tm = T[layer](d_model, d_inner, n_head, d_k, d_v)
-    randomise(tm, 3)
-    cm = C[layer](d_model, d_inner, n_head, d_k, d_v)
-    same_weights(tm, cm)
     rng = np.random.default_rng(4)
-    pe_t, pe_c = T["PositionalEncoding"](d_model, 20), C["PositionalEncoding"](d_model, 20)
     x = rng.standard_normal((2, 5, d_model)).astype(np.float32)
     mem = rng.standard_normal((2, 6, d_model)).astype(np.float32)
-    xt, xc = pe_t(real_torch.tensor(x)), pe_c(ctransformer.tensor(x))
-    np.testing.assert_allclose(xc._data, xt.numpy(), **TOL)
-    causal = np.tril(np.ones((5, 5), bool))  # 004's masks: (T, T), unsqueezed over heads
-    if layer == "EncoderLayer":
-        t_args, c_args = (xt, real_torch.tensor(causal)), (xc, ctransformer.tensor(causal))
-    else:
-        cross = np.ones((5, 6), bool)
-        cross[:, -1] = False
-        t_args = (xt, real_torch.tensor(mem), real_torch.tensor(causal), real_torch.tensor(cross))
-        c_args = (xc, ctransformer.tensor(mem), ctransformer.tensor(causal), ctransformer.tensor(cross))
-    check(tm, cm, t_args, c_args, select=lambda out: out[0])
-    # the attention weights returned by the seed's modules agree too
-    tm_out, cm_out = tm(*t_args), cm(*c_args)
-    for a, b in zip(cm_out[1:], tm_out[1:]):
-        np.testing.assert_allclose(a._data, b.detach().numpy(), **TOL)
+    causal = np.tril(np.ones((5, 5), bool))  # this tutorial's masks: (T, T), unsqueezed over heads
+    cross = np.ones((5, 6), bool)
+    cross[:, -1] = False
+
+    def args(lib, xs):
+        if layer == "EncoderLayer":
+            return xs, lib.tensor(causal)
+        return xs, lib.tensor(mem), lib.tensor(causal), lib.tensor(cross)
+
+    def torch_side(torch):
+        T = load(LAYERS, "layers", torch)
+        tm = T[layer](d_model, d_inner, n_head, d_k, d_v)
+        randomise(torch, tm, 3)
+        state = torch_state(torch, tm)
+        xt = T["PositionalEncoding"](d_model, 20)(torch.tensor(x))
+        t_args = args(torch, xt)
+        result = torch_check(torch, tm, t_args, select=lambda out: out[0])
+        return dict(state=state, x=xt, attention=list(tm(*t_args)[1:]), **result)
+
+    ref = torch_ref(torch_side, inputs=dict(x=x, mem=mem))
+    C = load(LAYERS, "layers", ctransformer)
+    cm = C[layer](d_model, d_inner, n_head, d_k, d_v)
+    same_weights(cm, state_from(ref["state"], cm))
+    xc = C["PositionalEncoding"](d_model, 20)(ctransformer.tensor(x))
+    np.testing.assert_allclose(xc._data, ref["x"], **TOL)
+    c_args = args(ctransformer, xc)
+    check(cm, ref, c_args, select=lambda out: out[0])
+    # the attention weights returned by the tutorial's modules agree too
+    cm_out = cm(*c_args)
+    assert len(cm_out[1:]) == len(ref["attention"])
+    for a, b in zip(cm_out[1:], ref["attention"]):
+        np.testing.assert_allclose(a._data, b, **TOL)
