@@ -13,6 +13,9 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
 * Bad input raises TypeError / ValueError / IndexError naming the function,
   the argument, and the expected and actual value.
 * The GIL is released while the C code runs.
+
+``source(name)`` returns the C of any kernel (``source("layernorm_backward")``),
+syntax-highlighted in Jupyter.
 """
 from .activation import ACTIVATION_KINDS, activation_backward, activation_forward, activation_saves_output
 from .dropout import dropout_backward, dropout_forward
@@ -29,5 +32,6 @@ from .recurrent import (rnn_backward, rnn_cell_backward, rnn_cell_forward, rnn_f
                         rnn_stack_forward)
 from .optim import adam_step, clip_grad_norm, grad_norm, sgd_step
 from .runtime import blas_config, get_num_threads, packed_gemm, set_num_threads
+from .source import source  # the C text of a kernel: source("layernorm_backward")
 
 __all__ = [name for name in dir() if not name.startswith("_")]
