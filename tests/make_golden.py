@@ -17,6 +17,13 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _names_test_module(arg: str) -> bool:
+    """test_x.py or test_x.py::test_y given relative to tests/ (other
+    arguments, such as the expression after -k, pass through unchanged)."""
+    module = arg.split("::")[0]
+    return module.endswith(".py") and not os.path.exists(module)
+
+
 def main(argv):
     import torch
     from golden import TORCH_VERSION
@@ -24,7 +31,7 @@ def main(argv):
         raise SystemExit(f"make_golden: fixtures are recorded from torch {TORCH_VERSION}, "
                          f"this is torch {torch.__version__}")
     os.environ["CT_GOLDEN"] = "record"
-    args = [a if a.startswith("-") or os.path.exists(a) else os.path.join(HERE, a) for a in argv]
+    args = [os.path.join(HERE, a) if _names_test_module(a) else a for a in argv]
     return pytest.main(["-q", "-p", "no:cacheprovider"] + (args or [HERE]))
 
 
