@@ -1,8 +1,9 @@
 """Helpers for torch-parity tests of ctransformer.nn.
 
 Torch's side of a check (building the torch module, its forward and
-backward) runs in one function handed to ``golden.torch_reference``: live
-when torch is installed, otherwise read from tests/golden/<module>.npz.
+backward) runs in one function handed to ``torch_reference`` below (the
+golden fixtures' route, tests/golden.py, stored compactly): live when torch
+is installed, otherwise read from tests/golden/<module>.npz.
 Our module loads the state_dict torch's module had, runs on the same
 inputs, and outputs and the gradients of inputs and every parameter are
 compared::
@@ -218,8 +219,3 @@ def check_state_dict_roundtrip(make_torch, our_module, dtype=np.float32):
     for k, v in unpack(ref["state"]).items():
         np.testing.assert_array_equal(v, sd[k].numpy())
 
-
-def copy_weights(torch_module, our_module):
-    """Legacy (live torch modules only): torch -> ours through state_dict."""
-    our_module.load_state_dict({k: ct.from_numpy(v.detach().numpy().copy())
-                                for k, v in torch_module.state_dict().items()})
