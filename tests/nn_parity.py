@@ -22,6 +22,11 @@ F64 = dict(rtol=1e-10, atol=1e-12)
 NONE = np.zeros(0)   # stands for "no gradient" in a torch side's answer
 
 
+def torch_repr(torch_module):
+    """check_module(..., extra=torch_repr): also record repr(torch's module)."""
+    return dict(repr=repr(torch_module))
+
+
 # ---- compact fixtures ----------------------------------------------------------
 # golden .npz files hold one zip entry (~300 bytes of names and headers) per
 # array; a torch side here answers with a few dozen small arrays, so they are
@@ -72,7 +77,7 @@ def torch_reference(torch_side, inputs=None):
     return golden._unflatten(_unpack_flat(golden.torch_reference(packed_side, _fingerprint_inputs(inputs or {}))))
 
 
-# ---- packing named tensors (a few fixture entries instead of one per tensor) --
+# ---- named tensors, some of them None --------------------------------------------
 
 def _np(value):
     if hasattr(value, "detach") and not isinstance(value, np.ndarray):
@@ -82,8 +87,9 @@ def _np(value):
 
 def pack(named):
     """[(name, tensor, array or None), ...] -> dict(names, flat, shapes): the
-    values raveled into one array (dtypes promoted as np.concatenate does),
-    shapes as [ndim, *dims] per tensor ([-1] for None).  ``unpack`` inverts it."""
+    values raveled into one array (dtypes promoted as np.concatenate does:
+    for tensors of one dtype, such as gradients), shapes as [ndim, *dims] per
+    tensor ([-1] for None).  ``unpack`` inverts it."""
     arrays = [None if v is None else _np(v) for _, v in named]
     present = [a.ravel() for a in arrays if a is not None]
     return dict(names=[n for n, _ in named],
@@ -113,8 +119,9 @@ def unpack(packed):
 # ---- torch side (these receive torch objects) -------------------------------
 
 def torch_state(torch_module):
-    """A torch module's state_dict, packed (keys in order)."""
-    return pack(list(torch_module.state_dict().items()))
+    """A torch module's state_dict as a plain dict of copies (key order is
+    kept by ``torch_reference``)."""
+    return {k: v.detach().clone() for k, v in torch_module.state_dict().items()}
 
 
 def torch_param_grads(torch_module):
@@ -127,7 +134,7 @@ def torch_param_grads(torch_module):
 def load_torch_state(our_module, state):
     """Load a state recorded by ``torch_state`` into our module (torch -> ours,
     as the porting guide says).  Returns the load_state_dict result."""
-    return our_module.load_state_dict(OrderedDict((k, ct.from_numpy(v)) for k, v in unpack(state).items()))
+    return our_module.load_state_dict(OrderedDict((k, ct.from_numpy(np.array(v))) for k, v in state.items()))
 
 
 def assert_param_grads(our_module, ref_grads, tol=F32):
@@ -164,8 +171,8 @@ def check_module(make_torch, our_module, *arrays, dtype=np.float32, grad_inputs=
     gradients of the inputs and of every parameter.
 
     ``extra(torch_module)`` may return a dict of more values to record
-    (numbers, strings, arrays).  Returns (our output, torch's reference:
-    state, out, input_grads, params, repr[, extra])."""
+    (numbers, strings, arrays), e.g. ``torch_repr``.  Returns (our output, torch's reference:
+    state, out, input_grads, params[, extra])."""
     arrays, wants = _prepared(arrays, dtype, grad_inputs)
     tol = tol or (F64 if dtype == np.float64 else F32)
 
@@ -180,8 +187,7 @@ def check_module(make_torch, our_module, *arrays, dtype=np.float32, grad_inputs=
         t_out.backward(torch.tensor(g))
         return dict(state=state, out=t_out,
                     input_grads=[t.grad if t.requires_grad else NONE for t in t_in],
-                    params=torch_param_grads(tm), repr=repr(tm),
-                    **({} if extra is None else dict(extra=extra(tm))))
+                    params=torch_param_grads(tm), **({} if extra is None else dict(extra=extra(tm))))
 
     ref = torch_reference(torch_side, {f"arg{i}": a for i, a in enumerate(arrays)})
     if dtype == np.float64:
@@ -215,7 +221,7 @@ def check_state_dict_roundtrip(make_torch, our_module, dtype=np.float32):
         return dict(state=torch_state(tm))
 
     ref = torch_reference(torch_side, arrays)
-    assert list(sd) == list(ref["state"]["names"])
-    for k, v in unpack(ref["state"]).items():
+    assert list(sd) == list(ref["state"])
+    for k, v in ref["state"].items():
         np.testing.assert_array_equal(v, sd[k].numpy())
 

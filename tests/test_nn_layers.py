@@ -8,7 +8,7 @@ import pytest
 
 import ctransformer as ct
 import ctransformer.nn as nn
-from nn_parity import F32, check_module, check_state_dict_roundtrip, torch_reference
+from nn_parity import F32, torch_repr, check_module, check_state_dict_roundtrip, torch_reference
 
 DTYPES = [np.float32, np.float64]
 
@@ -115,8 +115,8 @@ def test_layernorm_parity(dtype, kwargs, shape):
                 p.copy_(torch.from_numpy(randn(*p.shape, seed=5)).to(p.dtype))
         return tm
     cm = nn.LayerNorm(**kwargs)
-    _, ref = check_module(make, cm, randn(*shape) * 3 + 1, dtype=dtype)
-    assert repr(cm) == ref["repr"]
+    _, ref = check_module(make, cm, randn(*shape) * 3 + 1, dtype=dtype, extra=torch_repr)
+    assert repr(cm) == ref["extra"]["repr"]
     check_state_dict_roundtrip(make, cm, dtype)
 
 
@@ -145,8 +145,8 @@ ACTS = [
 @pytest.mark.parametrize("make", ACTS, ids=lambda m: repr(m[1]()))
 def test_activation_parity(dtype, make):
     cm = make[1]()
-    _, ref = check_module(make[0], cm, randn(3, 4, 5) * 2, dtype=dtype)
-    assert repr(cm) == ref["repr"]
+    _, ref = check_module(make[0], cm, randn(3, 4, 5) * 2, dtype=dtype, extra=torch_repr)
+    assert repr(cm) == ref["extra"]["repr"]
 
 
 def test_gelu_rejects_unknown_approximation():
@@ -193,8 +193,8 @@ def test_sequential_mlp_parity(dtype):
         return m.Sequential(m.Linear(6, 8), m.GELU(), m.LayerNorm(8), m.Dropout(0.1), m.Linear(8, 3),
                             m.LogSoftmax(dim=-1))
     cm = build(nn).eval()
-    _, ref = check_module(lambda torch: build(torch.nn).eval(), cm, randn(5, 6), dtype=dtype)
-    assert repr(cm) == ref["repr"]
+    _, ref = check_module(lambda torch: build(torch.nn).eval(), cm, randn(5, 6), dtype=dtype, extra=torch_repr)
+    assert repr(cm) == ref["extra"]["repr"]
     check_state_dict_roundtrip(lambda torch: build(torch.nn), cm, dtype)
 
 

@@ -229,7 +229,7 @@ def test_no_bias(kind, act):
     ref = torch_reference(torch_side, dict(x=x))
     extra = {} if act is None else {"nonlinearity": act}
     ours = getattr(nn, kind)(I, H, **extra, **kw)
-    assert list(ours.state_dict()) == list(ref["state"]["names"])
+    assert list(ours.state_dict()) == list(ref["state"])
     load_torch_state(ours, ref["state"])
     out_c, h_c = ours(ct.tensor(x, requires_grad=True))
     assert_close(out_c, ref["out"])
@@ -265,7 +265,7 @@ def test_cell_torch_parity(kind, act, with_state, unbatched):
     ref = torch_reference(torch_side, arrays_dict(x=x, s=s0))
     extra = {} if act is None else {"nonlinearity": act}
     ours = getattr(nn, kind)(I, H, **extra)
-    assert list(ours.state_dict()) == list(ref["state"]["names"])
+    assert list(ours.state_dict()) == list(ref["state"])
     load_torch_state(ours, ref["state"])
     x_c = ct.tensor(x, requires_grad=True)
     s_c = [ct.tensor(s, requires_grad=True) for s in s0]
