@@ -172,6 +172,25 @@ def test_nll_loss_parity(dtype, kw, shape, rng):
     compare(lambda lib, x, t, w: lib.nn.NLLLoss(weight=w, **kw)(x, t), x, target, w, dtype=dtype, grad=[0])
 
 
+def test_nll_loss_every_target_ignored_like_torch():
+    """mean over no target: NaN loss, and exactly zero gradient (not 0/0) as torch."""
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+
+    def torch_side(torch):
+        xt = torch.tensor(x, requires_grad=True)
+        loss = torch.nn.functional.nll_loss(xt, torch.tensor([1, 1, 1]), ignore_index=1)
+        loss.backward()
+        return dict(loss=loss, grad=xt.grad)
+
+    ref = torch_reference(torch_side, dict(x=x))
+    xc = ct.tensor(x, requires_grad=True)
+    loss = F.nll_loss(xc, ct.tensor([1, 1, 1]), ignore_index=1)
+    loss.backward()
+    assert np.isnan(loss.item()) and np.isnan(ref["loss"].item())
+    np.testing.assert_array_equal(xc.grad.numpy(), ref["grad"])
+    assert not np.any(xc.grad.numpy())
+
+
 def test_nll_after_log_softmax_equals_cross_entropy():
     x = ct.randn(5, 7)
     t = ct.tensor([0, 6, 3, 3, 1])

@@ -347,8 +347,9 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
             coef = -wt * g.reshape(-1)
         elif reduction == "sum":
             coef = -wt * g
-        else:
-            coef = -wt * g / denom
+        else:  # as torch: ignored positions get exactly 0, even when every target is ignored (denom 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                coef = np.where(valid, -wt * (g / denom), 0).astype(x.dtype)
         d2 = np.zeros_like(x2)
         d2[np.arange(n), safe] = coef
         return (_class_dim_back(d2, x.shape), None)
