@@ -340,7 +340,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
         loss = np.asarray(per.sum(), x.dtype)
     else:
         denom = wt.sum()
-        loss = np.asarray(per.sum() / denom, x.dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):  # no target: NaN, silently, as torch
+            loss = np.asarray(per.sum() / denom, x.dtype)
 
     def backward(g):
         if reduction == "none":
