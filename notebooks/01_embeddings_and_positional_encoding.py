@@ -16,8 +16,8 @@
 #
 # A Transformer never sees words. It sees **token ids** (词元编号), looks each id up in a learnable
 # table — the **word embedding** (词嵌入) — and adds a fixed **positional encoding** (位置编码) so that
-# the order of the tokens is not lost. This notebook builds both by hand, the way the walkthroughs do,
-# then checks that ctransformer's fused layers give the same numbers.
+# the order of the tokens is not lost. This notebook builds both by hand, the way the classic tutorials do,
+# then checks that ctransformer's fused layers give the same numbers, and shows the C that computes them.
 #
 # Everything runs on `ctransformer`; we import it under the name `torch` because the point of the
 # project is that tutorial code written for PyTorch runs unchanged.
@@ -74,7 +74,7 @@ assert row_grad[4] == 2 and row_grad[1] == 1 and row_grad[9] == 1 and row_grad[0
 # %% [markdown]
 # ### Padding (填充)
 # Sentences in a batch have different lengths, so short ones are filled with a padding token. With
-# `padding_idx` the padding row is all zeros and never learns (walkthrough 004's example: 101 ids,
+# `padding_idx` the padding row is all zeros and never learns (a classic tutorial's example: 101 ids,
 # 16 features, id 100 is padding).
 
 # %%
@@ -119,7 +119,7 @@ print("attention(reversed x) == reversed attention(x): order is invisible withou
 #
 # Low dimensions oscillate fast (wavelength $2\pi$), high dimensions slowly (wavelength up to
 # $2\pi\cdot 10000$), so every position gets a distinct pattern — like the hands of a clock running at
-# geometrically spaced speeds. The hand-written module below follows walkthrough 000/002: the
+# geometrically spaced speeds. The hand-written module below follows the classic tutorials: the
 # frequencies are computed once as `div_term` (one entry per pair) and used for both the sine and the
 # cosine column.
 
@@ -141,7 +141,7 @@ class PositionalEncoding(nn.Module):
         return x + self.pe[:, : x.shape[1]]
 
 # %% [markdown]
-# First a check against the small worked example of walkthrough 003 ("I like to code", 4 positions,
+# First a check against a small worked example often used to teach it ("I like to code", 4 positions,
 # `d_model = 4`, base `n = 100` instead of 10000 so the numbers are easy to read): row 1 must be
 # `[sin 1, cos 1, sin 0.1, cos 0.1] = [0.841, 0.540, 0.0998, 0.995]`.
 
@@ -161,8 +161,8 @@ np.testing.assert_allclose(small[1], [np.sin(1), np.cos(1), np.sin(0.1), np.cos(
 # %% [markdown]
 # ### What the matrix looks like
 # Each row is one position, each column one feature. The left columns flicker, the right ones barely
-# move. The curves on the right are dimensions 4–7 for the first 100 positions (the figure walkthrough
-# 003 draws).
+# move. The curves on the right are dimensions 4–7 for the first 100 positions (a figure the classic
+# tutorials draw).
 
 # %%
 d_model, max_len = 64, 100
@@ -196,7 +196,7 @@ assert offsets_constant
 # %% [markdown]
 # ## 4. A bug to avoid: the exponent applied twice
 #
-# Walkthrough 001 writes the table with two loops, stepping `i` over `0, 2, 4, ...` and then using
+# One classic tutorial writes the table with two loops, stepping `i` over `0, 2, 4, ...` and then using
 # `2 * i` in the exponent:
 #
 # ```python
@@ -214,7 +214,7 @@ assert offsets_constant
 #    a rotation and `PE[p] · PE[p+k]` now depends on `p`, not only on `k`.
 
 # %%
-def pe_walkthrough_001(max_len, d_model):
+def pe_exponent_doubled(max_len, d_model):
     """The buggy double loop, kept only to show what goes wrong."""
     pe = np.zeros((max_len, d_model))
     for pos in range(max_len):
@@ -223,7 +223,7 @@ def pe_walkthrough_001(max_len, d_model):
             pe[pos, i + 1] = math.cos(pos / (10000 ** ((2 * (i + 1)) / d_model)))
     return pe
 
-PE_bug = pe_walkthrough_001(max_len, d_model)
+PE_bug = pe_exponent_doubled(max_len, d_model)
 spread_ok = PE.max(axis=0) - PE.min(axis=0)
 spread_bug = PE_bug.max(axis=0) - PE_bug.min(axis=0)
 print("columns that stay (almost) constant over 100 positions:",
@@ -232,7 +232,7 @@ print("columns that stay (almost) constant over 100 positions:",
 sim_bug = PE_bug @ PE_bug.T
 fig, axes = plt.subplots(1, 3, figsize=(15, 4))
 axes[0].imshow(PE_bug, cmap="RdBu", aspect="auto", vmin=-1, vmax=1)
-axes[0].set(title="walkthrough 001's table (exponent doubled)", xlabel="feature dimension", ylabel="position")
+axes[0].set(title="the double-loop table (exponent doubled)", xlabel="feature dimension", ylabel="position")
 axes[1].imshow(sim, cmap="viridis")
 axes[1].set(title="correct: PE·PEᵀ constant along diagonals", xlabel="position", ylabel="position")
 axes[2].imshow(sim_bug, cmap="viridis")
@@ -257,12 +257,30 @@ np.testing.assert_allclose(lib_pe.pe.numpy(), PE, rtol=0, atol=2e-5)
 print("nn.PositionalEncoding == hand-written PositionalEncoding ✓")
 
 # %% [markdown]
+# ### The C that ran
+# Both layers are C kernels. `kernels.source(name)` returns a kernel's C text exactly as it was compiled
+# into your ctransformer (comment first, then the whole function; each maths file is one template for
+# float32 and float64, so `FN(embedding_forward)` is `embedding_forward_f32` / `_f64` and `real` is
+# `float` / `double`). The forward lookup is a row copy; the backward is the transposed one-hot matmul
+# from section 1 written as a scatter-add (`dweight[ids[m]] += dout[m]`), so a repeated token collects
+# both gradients; `positional_encoding` fills the table of section 3 with one frequency per sine/cosine
+# pair.
+
+# %%
+from IPython.display import display
+
+from ctransformer import kernels
+
+display(kernels.source("embedding_forward"), kernels.source("embedding_backward"),
+        kernels.source("positional_encoding"))
+
+# %% [markdown]
 # ## 6. Why the embeddings are multiplied by √d_model
 #
-# Walkthroughs 000 and 001 scale the embedding by `sqrt(d_model)` before adding the PE. Each PE entry is
+# The classic Transformer tutorials scale the embedding by `sqrt(d_model)` before adding the PE. Each PE entry is
 # a sine or cosine, so a PE row has norm `sqrt(d_model / 2)`. A freshly initialised embedding row is
-# much smaller when the table is initialised with Xavier (variance ≈ 1/d_model, as walkthrough 000
-# does): without the scale the position signal would drown the word signal. Multiplying by
+# much smaller when the table is initialised with Xavier (variance ≈ 1/d_model, as one of
+# them does): without the scale the position signal would drown the word signal. Multiplying by
 # `sqrt(d_model)` puts both on the same scale. (`nn.Embedding`'s own default, N(0, 1), is already at
 # that scale: the factor matters together with the initialisation.)
 
@@ -281,7 +299,7 @@ print(f"mean row norm: PE {np.linalg.norm(pe_rows, axis=1).mean():.2f}, "
 # ## 7. Putting it together: the input block of a Transformer
 #
 # Token ids `(B, S)` → embedding `(B, S, d_model)` → `* sqrt(d_model)` → `+ PE` → dropout. This is the
-# first thing both the encoder and the decoder do (walkthrough 004 walks through the shapes with the
+# first thing both the encoder and the decoder do (a classic tutorial walks through the shapes with the
 # sentence "<s>猫吃鱼</s>": 5 tokens, 512 features).
 
 # %%

@@ -20,8 +20,8 @@
 # $$h_t = \tanh(x_t W_{xh}^\top + b_{xh} + h_{t-1} W_{hh}^\top + b_{hh}),\qquad y_t = h_t W_{hy}^\top + b_{hy}$$
 #
 # `h_0` is zeros. The same weights are used at every step, which is what lets one network handle any
-# length. We write the cell by hand from `nn.Linear` and `tanh` (as walkthrough 000 does), check that
-# the library's fused `nn.RNN` computes exactly the same thing, train a small character model, and
+# length. We write the cell by hand from `nn.Linear` and `tanh` (as the classic tutorials do), check that
+# the library's fused `nn.RNN` computes exactly the same thing, read the C that does it, train a small character model, and
 # finally look at why plain RNNs forget: **vanishing gradients** (梯度消失).
 
 # %%
@@ -123,6 +123,23 @@ np.testing.assert_allclose(fused.weight_hh_l0.grad.numpy(), rnn.W_hh.weight.grad
 np.testing.assert_allclose(fused.weight_ih_l0.grad.numpy(), rnn.W_xh.weight.grad.numpy(), rtol=1e-4, atol=1e-6)
 np.testing.assert_allclose(fused.bias_hh_l0.grad.numpy(), rnn.W_hh.bias.grad.numpy(), rtol=1e-4, atol=1e-6)
 print("BPTT gradients match ✓")
+
+# %% [markdown]
+# ### The C that ran
+# `kernels.source(name)` shows a kernel's C exactly as it was compiled into ctransformer (comment
+# first; one template serves float32 and float64: `FN(rnn_forward)` is `rnn_forward_f32` / `_f64`,
+# `real` is `float` / `double`). `rnn_forward` computes the input projection `x W_ihᵀ + b_ih` of
+# **all** steps as one matrix product up front — it does not depend on `h` — and then runs the time
+# loop (`forward_sweep`: each thread takes a block of batch rows through every step). A step computes
+# `h W_hhᵀ + b_hh` and calls `row_forward`, the gate maths, whose `CT_RNN_TANH` case is the `tanh` of
+# our hand-written cell. (The same kernel serves LSTM and GRU: notebook 03 reads its backward.)
+
+# %%
+from IPython.display import display
+
+from ctransformer import kernels
+
+display(kernels.source("rnn_forward"), kernels.source("recurrent.c:row_forward"))
 
 # %% [markdown]
 # Stacking: with `num_layers=2` the second RNN reads the first one's hidden states. The output is

@@ -25,7 +25,7 @@
 # $$\tilde C_t = \tanh(X_t W_{xc} + H_{t-1} W_{hc} + b_c)\quad\text{candidate memory (候选记忆单元)}$$
 # $$C_t = F_t \odot C_{t-1} + I_t \odot \tilde C_t,\qquad H_t = O_t \odot \tanh(C_t)$$
 #
-# Reading the gates the right way round (walkthrough 000's prose has the first two backwards):
+# Reading the gates the right way round (tutorial prose often gets the first two backwards):
 #
 # * `F = 1` **keeps** the old memory, `F = 0` erases it;
 # * `I = 1` **writes** the candidate into memory, `I = 0` ignores the current input;
@@ -53,7 +53,7 @@ plt.rcParams["figure.dpi"] = 90
 
 # %% [markdown]
 # ## 1. A hand-written LSTM
-# Following walkthrough 000: two `nn.Linear` per gate (input part and hidden part) plus a separate bias
+# Following the classic tutorial: two `nn.Linear` per gate (input part and hidden part) plus a separate bias
 # per gate. (That is three biases per gate — both Linears carry one too. Only their sum matters; the
 # fused layer below keeps two, like PyTorch.) The forward also records the gates so we can plot them
 # later.
@@ -148,6 +148,22 @@ np.testing.assert_allclose(fused.weight_hh_l0.grad.numpy(), packed_hh, rtol=1e-4
 np.testing.assert_allclose(fused.weight_ih_l0.grad.numpy(), packed_ih, rtol=1e-4, atol=1e-6)
 np.testing.assert_allclose(fused.bias_ih_l0.grad.numpy(), packed_b, rtol=1e-4, atol=1e-6)
 print("weight and bias gradients match ✓")
+
+# %% [markdown]
+# ### The C that ran
+# `kernels.source(name)` shows the kernel's C exactly as compiled into ctransformer (comment first; one
+# template serves float32 and float64: `FN(row_forward)` is `row_forward_f32` / `_f64`, `real` is
+# `float` / `double`). `row_forward` is one step of one sequence; its `CT_LSTM` case is the four
+# equations above, reading the packed gate pre-activations in the order i, f, g, o and keeping the gate
+# values for the backward pass. `row_backward` is that step's chain rule; its line `dc[k] = dct * f` is
+# where the forget gate multiplies the gradient flowing back through the cell state (section 3).
+
+# %%
+from IPython.display import display
+
+from ctransformer import kernels
+
+display(kernels.source("recurrent.c:row_forward"), kernels.source("recurrent.c:row_backward"))
 
 # %% [markdown]
 # ## 3. How far back the gradient reaches

@@ -23,7 +23,7 @@
 # * the **decoder** starts from that state, is fed a start token, and generates one token per step,
 #   feeding each prediction back in as the next input.
 #
-# We reproduce walkthrough 000's toy task: eight character-level word pairs (`man → woman`,
+# We reproduce the classic tutorial's toy task: eight character-level word pairs (`man → woman`,
 # `black → white`, ...), with its Encoder / Decoder / Seq2Seq classes ported to ctransformer — and with
 # two of its bugs fixed (the target layout and a one-step misalignment in the loss, see below).
 
@@ -53,7 +53,7 @@ plt.rcParams["figure.dpi"] = 90
 # ## 1. The data
 #
 # The vocabulary is `S` (start), `E` (end), `P` (padding) and `a`–`z`. Every word is padded with `P` to
-# `n_step = 8` characters. For each pair the batch holds three rows, in the walkthrough's time-major
+# `n_step = 8` characters. For each pair the batch holds three rows, in the classic tutorial's time-major
 # layout `(seq_len, batch)`:
 #
 # | tensor | content for `man → woman` | length |
@@ -63,7 +63,7 @@ plt.rcParams["figure.dpi"] = 90
 # | decoder target | `womanEPPP` | 9 |
 #
 # The decoder reads `S w o m a n` and must answer `w o m a n E`: at every step the target is the *next*
-# character. (The walkthrough pads the target *before* appending `E`, giving `womanPPPE`; since the
+# character. (The classic tutorial pads the target *before* appending `E`, giving `womanPPPE`; since the
 # loss ignores `P`, its model is never taught to stop right after the word.)
 
 # %%
@@ -78,7 +78,7 @@ n_class = len(ANTONYM_CHARS)
 # %% [markdown]
 # ## 2. Encoder, decoder, and the model that drives them
 #
-# The classes follow walkthrough 000 line by line (`nn.LSTM` without `batch_first`, so tensors are
+# The classes follow the classic tutorial line by line (`nn.LSTM` without `batch_first`, so tensors are
 # `(seq_len, batch, features)`).
 
 # %%
@@ -115,10 +115,10 @@ class Decoder(nn.Module):
 # **Teacher forcing** (教师强制): during training, the decoder's next input is the true previous
 # character with probability `teacher_forcing_ratio`, and its own prediction otherwise. Pure teacher
 # forcing trains fast but the model never practises recovering from its own mistakes; mixing the two
-# is the walkthrough's compromise.
+# is the classic tutorial's compromise.
 #
 # Our `forward` returns one prediction per **decoder input** position, `outputs[t]` being the
-# prediction after reading `dec_input[t]`, so it lines up with `dec_target[t]`. (The walkthrough fills
+# prediction after reading `dec_input[t]`, so it lines up with `dec_target[t]`. (The classic tutorial fills
 # `outputs[0]` with zeros, starts predicting at `t = 1`, then compares `outputs[1:]` with
 # `target[1:]` — shifted by one: the prediction made after `S` is scored against the *second* letter.)
 
@@ -146,7 +146,7 @@ class Seq2Seq(nn.Module):
 # %% [markdown]
 # ## 3. Training
 #
-# The walkthrough's sizes (embedding 32, hidden 128, one layer) and loss (cross-entropy that ignores
+# The classic tutorial's sizes (embedding 32, hidden 128, one layer) and loss (cross-entropy that ignores
 # `P`). It runs 5000 epochs at learning rate 0.001; a larger rate, 0.005, gets there in a few hundred.
 
 # %%
@@ -173,6 +173,22 @@ plt.xlabel("epoch (one batch of the 8 pairs)")
 plt.ylabel("cross-entropy (log)")
 plt.title("Seq2Seq training loss")
 plt.show()
+
+# %% [markdown]
+# ### The C that ran: the loss
+# The encoder and decoder are the LSTM kernel of notebook 03; what this notebook adds is the loss.
+# `kernels.source(name)` shows its C exactly as compiled into ctransformer (comment first; one template
+# serves float32 and float64: `FN(name)` is `name_f32` / `_f64`, `real` is `float` / `double`). The
+# forward keeps each row's log-sum-exp for the backward, skips rows whose target is `ignore_index` (our
+# `P`) and divides by the number of rows it kept; the backward gives `softmax(z) - onehot(target)`
+# (scaled) to the kept rows only (`row_backward`), so padding never pulls on the model.
+
+# %%
+from IPython.display import display
+
+from ctransformer import kernels
+
+display(kernels.source("cross_entropy_forward"), kernels.source("cross_entropy_backward"))
 
 # %% [markdown]
 # ## 4. Translating: greedy decoding
@@ -205,7 +221,7 @@ assert all(results[s] == t for s, t in ANTONYM_PAIRS), "every training pair must
 
 # %% [markdown]
 # Words it never saw: with eight examples and a character-level model there is nothing to generalise
-# from, so the answers are guesses shaped like the training words (the walkthrough observes the same).
+# from, so the answers are guesses shaped like the training words (the classic tutorial observes the same).
 
 # %%
 for word in ("mans", "ups", "kings", "hi"):

@@ -29,7 +29,8 @@
 #
 # We write it by hand with `matmul`, `masked_fill` and `softmax`, look at why the `√d_k` is there, build
 # the masks (掩码) and one classic mask bug, assemble **multi-head attention** (多头注意力), check it
-# against `nn.MultiheadAttention`, and finally train one attention layer and look at what it learned.
+# against `nn.MultiheadAttention` and read the C it runs, and finally train one attention layer and look
+# at what it learned.
 
 # %%
 import math
@@ -46,6 +47,7 @@ import ctransformer as torch
 import ctransformer.nn as nn
 import ctransformer.nn.functional as F
 from ctransformer import masks
+from ctransformer.plotting import attention_heatmap
 
 torch.manual_seed(0)
 torch.set_num_threads(1)   # tiny matrices: one thread beats two, and a busy machine cannot stall it
@@ -140,7 +142,7 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The additive form used by walkthrough 003 is the same information: `0` where attention is allowed,
+# The additive form some tutorials use is the same information: `0` where attention is allowed,
 # `-inf` where it is not, added to the scores before the softmax.
 
 # %%
@@ -149,7 +151,7 @@ print(masks.to_additive(masks.subsequent_mask(4))[0, 0].numpy())
 # %% [markdown]
 # ### A bug to avoid: the inverted mask
 #
-# Walkthrough 002 builds its padding mask as `seq == 0` — **True at the padding** — and then hides
+# One classic tutorial builds its padding mask as `seq == 0` — **True at the padding** — and then hides
 # with `masked_fill(mask == 0, -inf)`, which hides where the mask is **False**: every real token. The
 # queries of a padded sentence then attend *only* to padding. Nothing crashes; the model just learns
 # from garbage. Below, the same scores under the right and the inverted mask.
@@ -157,7 +159,7 @@ print(masks.to_additive(masks.subsequent_mask(4))[0, 0].numpy())
 # %%
 x = torch.randn(2, 1, 6, 16)                                       # (batch, heads, seq, d_k)
 _, right = attention(x, x, x, mask=pad_keep)                       # True = keep
-inverted = (tgt == PAD).unsqueeze(1).unsqueeze(2)                  # walkthrough 002: True = padding
+inverted = (tgt == PAD).unsqueeze(1).unsqueeze(2)                  # the bug: True = padding
 _, wrong = attention(x, x, x, mask=inverted)
 
 fig, axes = plt.subplots(1, 2, figsize=(9, 4))
@@ -189,7 +191,7 @@ assert float(wrong.numpy()[1, 0][:, :3].max()) < 1e-6          # no weight on th
 #
 # In code the `h` projections are one `d_model × d_model` Linear whose output is reshaped
 # `(B, S, d_model) → (B, S, h, d_k) → (B, h, S, d_k)`, so all heads run in one batched matmul. This is
-# walkthrough 000's `MHABlock`:
+# the classic tutorial's `MHABlock`:
 
 # %%
 class MHABlock(nn.Module):
@@ -265,6 +267,22 @@ np.testing.assert_allclose(lib.out_proj.weight.grad.numpy(), mha.WO.weight.grad.
 print("gradients match ✓")
 
 # %% [markdown]
+# ### The C that ran
+# `kernels.source(name)` shows a kernel's C exactly as compiled into ctransformer (comment first; one
+# template serves float32 and float64: `FN(name)` is `name_f32` / `_f64`, `real` is `float` / `double`).
+# `mha_forward` is the layer: three projections split into heads, then for every (batch, head) pair
+# `head_forward`, whose first step `head_probs` is the formula at the top — one GEMM for
+# `scale · q kᵀ`, the mask, a row softmax — and finally the output projection. `head_backward` runs the
+# chain rule through it: `dV = Pᵀ dO`, `dP = dO Vᵀ`, the softmax Jacobian, then `dQ` and `dK`.
+
+# %%
+from IPython.display import display
+
+from ctransformer import kernels
+
+display(kernels.source("mha_forward"), kernels.source("head_probs"), kernels.source("head_backward"))
+
+# %% [markdown]
 # ## 6. What attention learns: reversing a word
 #
 # A toy task small enough to train in seconds: read 7 random letters and output them **reversed**.
@@ -319,16 +337,11 @@ word = torch.tensor([[letters.index(c) for c in "attends"]])
 with torch.no_grad():
     pred, w = model(word)
 out_word = "".join(letters[i] for i in pred.argmax(-1)[0].tolist())
-fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
 axes[0].plot(losses)
 axes[0].set(xlabel="step", ylabel="cross-entropy", title="training loss")
-axes[1].imshow(w.numpy()[0], cmap="viridis", vmin=0, vmax=1)
-axes[1].set_xticks(range(L))
-axes[1].set_xticklabels(list("attends"))
-axes[1].set_yticks(range(L))
-axes[1].set_yticklabels(list(out_word))
-axes[1].set(xlabel="source letter (key)", ylabel="output letter (query)", title=f"attention: attends → {out_word}")
-plt.tight_layout()
+attention_heatmap(w[0], list("attends"), list(out_word), ax=axes[1], vmax=1, title=f"attention: attends → {out_word}",
+                  xlabel="source letter (key)", ylabel="output letter (query)")
 plt.show()
 
 # %% [markdown]

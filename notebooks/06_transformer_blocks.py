@@ -16,11 +16,11 @@
 #
 # A Transformer layer is attention plus three small pieces: a **position-wise feed-forward network**
 # (前馈网络), **residual connections** (残差连接) and **layer normalisation** (层归一化). This notebook
-# writes each by hand, fixes the LayerNorm bug several walkthroughs share, builds the encoder layer
-# (编码器层) and decoder layer (解码器层) in both arrangements — **post-norm** (the original paper,
-# walkthrough 002) and **pre-norm** (walkthroughs 000, 001, 003) — checks each against
-# `nn.TransformerEncoderLayer` / `nn.TransformerDecoderLayer`, follows the tensor shapes through a whole
-# model (walkthrough 004), and looks at what the two arrangements do to a deep stack.
+# writes each by hand, fixes a LayerNorm bug several classic tutorials share, reads the C of the
+# library's LayerNorm, builds the encoder layer (编码器层) and decoder layer (解码器层) in both
+# arrangements — **post-norm** (the original paper) and **pre-norm** (most of the classic tutorials) —
+# checks each against `nn.TransformerEncoderLayer` / `nn.TransformerDecoderLayer`, follows the tensor
+# shapes through a whole model, and looks at what the two arrangements do to a deep stack.
 
 # %%
 import math
@@ -64,8 +64,8 @@ class LayerNorm(nn.Module):
         return self.gamma * (x - mean) / torch.sqrt(var + self.eps) + self.beta
 
 
-class SeedNorm(nn.Module):
-    """Walkthroughs 000/001/003's version, kept to show the difference: unbiased std, eps outside the root."""
+class StdPlusEpsNorm(nn.Module):
+    """The classic tutorials' version, kept to show the difference: unbiased std, eps outside the root."""
 
     def __init__(self, features: int, eps: float = 1e-6):
         super().__init__()
@@ -78,11 +78,11 @@ class SeedNorm(nn.Module):
 
 d = 16
 x = torch.randn(4, 7, d) * 3 + 1
-ours, lib, seed = LayerNorm(d), nn.LayerNorm(d), SeedNorm(d)
+ours, lib, tutorial = LayerNorm(d), nn.LayerNorm(d), StdPlusEpsNorm(d)
 np.testing.assert_allclose(ours(x).detach().numpy(), lib(x).detach().numpy(), rtol=1e-5, atol=1e-5)
 print("hand-written LayerNorm == nn.LayerNorm ✓")
-print("per-token std of the output: ours %.4f, walkthrough's %.4f" %
-      (ours(x).detach().numpy().std(-1).mean(), seed(x).detach().numpy().std(-1).mean()))
+print("per-token std of the output: ours %.4f, the tutorials' %.4f" %
+      (ours(x).detach().numpy().std(-1).mean(), tutorial(x).detach().numpy().std(-1).mean()))
 
 # %% [markdown]
 # Two differences, one small and one not:
@@ -100,21 +100,37 @@ print("per-token std of the output: ours %.4f, walkthrough's %.4f" %
 spreads = np.logspace(-6, 1, 50)
 base = np.random.default_rng(0).standard_normal(d)
 base = (base - base.mean()) / base.std()
-ours_std, seed_std = [], []
-ours_eps, seed_eps = LayerNorm(d, eps=1e-5), SeedNorm(d, eps=1e-5)
+ours_std, tutorial_std = [], []
+ours_eps, tutorial_eps = LayerNorm(d, eps=1e-5), StdPlusEpsNorm(d, eps=1e-5)
 for s in spreads:
     v = torch.tensor((5.0 + s * base).astype(np.float32))
     ours_std.append(ours_eps(v).detach().numpy().std())
-    seed_std.append(seed_eps(v).detach().numpy().std())
+    tutorial_std.append(tutorial_eps(v).detach().numpy().std())
 plt.figure(figsize=(6.5, 3.5))
 plt.loglog(spreads, ours_std, label="√(σ² + ε)  (nn.LayerNorm)")
-plt.loglog(spreads, seed_std, "--", label="σ_unbiased + ε  (walkthroughs)")
+plt.loglog(spreads, tutorial_std, "--", label="σ_unbiased + ε  (classic tutorials)")
 plt.axvline(math.sqrt(1e-5), color="gray", ls=":", lw=1)
 plt.xlabel("input spread σ (mean 5)")
 plt.ylabel("output std")
 plt.title("LayerNorm on nearly constant vectors")
 plt.legend()
 plt.show()
+
+# %% [markdown]
+# ### The C that ran
+# `nn.LayerNorm` is two C kernels; `kernels.source(name)` shows them exactly as compiled into
+# ctransformer (comment first; one template serves float32 and float64: `FN(name)` is `name_f32` /
+# `_f64`, `real` is `float` / `double`). The forward computes the biased variance, puts `eps` inside
+# the root (`1 / sqrt(var + eps)`) and keeps `mean` and `rstd` for the backward. The backward's comment
+# gives the whole derivation in one line: `dx = rstd · (g − mean(g) − x̂ · mean(g · x̂))` with
+# `g = dout · γ` — the two means are there because every `x_i` of the row moves `μ` and `σ`.
+
+# %%
+from IPython.display import display
+
+from ctransformer import kernels
+
+display(kernels.source("layernorm_forward"), kernels.source("layernorm_backward"))
 
 # %% [markdown]
 # ## 2. Position-wise feed-forward network
@@ -136,7 +152,7 @@ class FeedForward(nn.Module):
         return self.linear_2(self.dropout(F.relu(self.linear_1(x))))
 
 # %% [markdown]
-# ## 3. Multi-head attention with biases (walkthrough 001's layout)
+# ## 3. Multi-head attention with biases (a classic tutorial's layout)
 
 # %%
 class MultiHeadAttention(nn.Module):
@@ -177,7 +193,7 @@ def copy_linear_norm(lib_mod, hand_mod):
 #
 # Both arrangements have the same two sub-layers; they differ in where the normalisation sits:
 #
-# | post-norm (paper, walkthrough 002) | pre-norm (walkthroughs 000, 001, 003) |
+# | post-norm (the paper) | pre-norm (most classic tutorials) |
 # |---|---|
 # | `x = Norm(x + Attn(x))` | `x = x + Attn(Norm(x))` |
 # | `x = Norm(x + FFN(x))` | `x = x + FFN(Norm(x))` |
@@ -277,7 +293,7 @@ print("gradients match ✓")
 # %% [markdown]
 # ## 6. Shapes through a whole model
 #
-# Walkthrough 004 follows "猫吃鱼 → Cats eat fish" through the model. With `B = 1`, source
+# A classic tutorial follows "猫吃鱼 → Cats eat fish" through the model. With `B = 1`, source
 # `<s> 猫 吃 鱼 </s>` (S = 5) and decoder input `<s> Cats eat fish` (T = 4):
 
 # %%

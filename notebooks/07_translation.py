@@ -14,23 +14,22 @@
 # %% [markdown]
 # # 07 · Training a Transformer to translate Chinese → English (机器翻译)
 #
-# Walkthrough 000 trains a 3+3-layer Transformer on translation2019zh (1.2 GB, an A800 GPU). We keep
-# its recipe — sentence pairs with `<sos>`/`<eos>`, padding and masks, teacher-forced training with
+# The classic Transformer tutorial trains a 3+3-layer model on translation2019zh (1.2 GB, a data-centre
+# GPU). We keep its recipe — sentence pairs with `<sos>`/`<eos>`, padding and masks, teacher-forced training with
 # shifted targets, Adam, gradient clipping, autoregressive (自回归) decoding — and shrink the problem so
 # it trains on a laptop CPU in about two minutes: ctransformer ships a **synthetic corpus** generated from
 # a small Chinese/English grammar (numbers, dates, tenses, plurals, classifiers, word order). Then we
 # decode held-out sentences greedily and with beam search, score them with exact match and **BLEU**,
-# and look at the cross-attention to see which characters each English word was read from.
+# read the C that runs each decoding step, and look at the cross-attention to see which characters each
+# English word was read from.
 
 # %%
-import logging
 import math
 import time
 import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import font_manager
 
 warnings.filterwarnings("ignore", message="IProgress not found")   # without ipywidgets tqdm draws text bars
 from tqdm.auto import tqdm
@@ -43,20 +42,13 @@ from ctransformer.data import bucket_batches, make_translation_corpus, pad_batch
 from ctransformer.decoding import beam_search, greedy_decode
 from ctransformer.metrics import corpus_bleu, exact_match, sentence_bleu
 from ctransformer.models import TranslationTransformer
+from ctransformer.plotting import attention_heatmap
 from ctransformer.tokenizers import CharTokenizer, WordTokenizer
 
 torch.manual_seed(0)
 torch.set_num_threads(1)   # small matrices: one thread beats two, and a busy machine cannot stall it
 plt.rcParams["figure.dpi"] = 90
-# a font with Chinese glyphs for the attention heatmap, if one is installed (e.g. fonts-noto-cjk / fonts-wqy-zenhei)
-cjk = [f.name for f in font_manager.fontManager.ttflist
-       if any(k in f.name for k in ("Noto Sans CJK", "Noto Serif CJK", "WenQuanYi", "SimHei", "Heiti", "PingFang"))]
-if cjk:
-    plt.rcParams["font.sans-serif"] = [cjk[0]] + plt.rcParams["font.sans-serif"]
-    plt.rcParams["axes.unicode_minus"] = False     # CJK fonts often lack the minus sign glyph
-warnings.filterwarnings("ignore", message="Glyph .* missing from")  # without such a font: boxes, not errors
-logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
-logging.getLogger("matplotlib.mathtext").setLevel(logging.ERROR)
+# (Chinese labels need no font on your machine: ctransformer.plotting brings a small one along.)
 
 # %% [markdown]
 # ## 1. The corpus
@@ -94,7 +86,7 @@ tgt_ids = [tgt_tok.encode(en, add_sos=True, add_eos=True) for _, en in corpus["t
 # ## 3. Batches, shifted targets and masks
 #
 # Sentences of similar length are grouped (`bucket_batches`) so little padding is needed, then padded
-# with `<pad>` (`pad_batch`). As in walkthrough 000, the decoder input is the target without its last
+# with `<pad>` (`pad_batch`). As in the classic tutorial, the decoder input is the target without its last
 # token and the label is the target without its first:
 #
 # ```
@@ -140,11 +132,10 @@ print(f"{sum(p.numel() for p in model.parameters()):,} parameters")
 # %% [markdown]
 # ## 5. Training
 #
-# Walkthrough 001's optimiser settings (Adam, β = (0.9, 0.98), ε = 1e-9), a learning rate that warms up
+# The classic tutorials' optimiser settings (Adam, β = (0.9, 0.98), ε = 1e-9), a learning rate that warms up
 # linearly (the original paper's remedy for post-norm stacks, notebook 06) and then decays linearly to
 # almost zero by the last step — the small final steps are what turn "nearly right" into exactly right
-# numbers and dates — cross-entropy that ignores `<pad>` labels, and gradient clipping at norm 1
-# (walkthrough 000).
+# numbers and dates — cross-entropy that ignores `<pad>` labels, and gradient clipping at norm 1.
 
 # %%
 EPOCHS = 6
@@ -222,7 +213,7 @@ assert em >= 0.90, f"held-out exact match {em:.1%} < 90%"
 # %% [markdown]
 # ## 7. Greedy and beam search
 #
-# **Greedy decoding** (贪心解码) takes the single most likely word at each step — walkthrough 000's
+# **Greedy decoding** (贪心解码) takes the single most likely word at each step — the classic tutorial's
 # `translate_sentence`. **Beam search** (束搜索) keeps the `k` most likely partial translations at every
 # step and returns the best complete one; it can recover when the locally best word leads to a worse
 # sentence. Both use the model's key/value cache, so each step costs one new position.
@@ -234,6 +225,23 @@ for (zh, ref), g, b in zip(samples, greedy_hyps[:8], beam):
     print(f"{zh}\n   greedy: {g}\n   beam 4: {b}\n   ref:    {ref}   (sentence BLEU {sentence_bleu(b, ref):.0f})")
 _, em_beam, bleu_beam = evaluate(corpus["test"], beam_size=4)
 print(f"\nbeam search (k=4) on the test set: exact match {em_beam:.1%}, BLEU {bleu_beam:.1f}")
+
+# %% [markdown]
+# ### The C that ran at each decoding step
+# With the cache, a decoding step does not re-run attention over the whole prefix: the new position's
+# key and value are appended to the cache (`kv_cache_append`), and its query attends over the cached
+# slots (`attend_step`: the scores `q · k / √d_k`, the softmax, the weighted sum of values — for one
+# query per sequence and head). `kernels.source(name)` shows both exactly as compiled into ctransformer
+# (comment first; one template serves float32 and float64: `FN(name)` is `name_f32` / `_f64`, `real` is
+# `float` / `double`); `step_scores` and `step_mix` are the two halves `attend_step` calls.
+
+# %%
+from IPython.display import display
+
+from ctransformer import kernels
+
+display(kernels.source("kv_cache_append"), kernels.source("attend_step"), kernels.source("step_scores"),
+        kernels.source("step_mix"))
 
 # %% [markdown]
 # And the mistakes, if any — the hardest cases are usually long numbers and dates, where one digit
@@ -273,15 +281,8 @@ zh, _ = next(p for p, h in zip(corpus["test"], greedy_hyps)           # a correc
               if h == p[1] and any(c.isdigit() for c in p[0]) and len(p[0]) >= 10)
 en = translate([zh])[0]
 w = cross_attention(zh, en)
-fig, ax = plt.subplots(figsize=(0.5 * len(zh) + 2, 0.4 * w.shape[0] + 1.5))
-ax.imshow(w, cmap="viridis", aspect="auto")
-ax.set_xticks(range(len(zh)))
-ax.set_xticklabels(list(zh), fontsize=12)
-ax.set_yticks(range(w.shape[0]))
-ax.set_yticklabels(["<sos>"] + en.split())
-ax.set(xlabel="Chinese character (key)", ylabel="decoder input token (query)",
-       title="last decoder layer: cross-attention (mean over heads)")
-plt.tight_layout()
+attention_heatmap(w, list(zh), ["<sos>"] + en.split(), title="last decoder layer: cross-attention (mean over heads)",
+                  xlabel="Chinese character (key)", ylabel="decoder input token (query)")
 plt.show()
 
 # %% [markdown]

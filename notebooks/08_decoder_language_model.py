@@ -16,7 +16,7 @@
 #
 # Drop the encoder and the cross-attention, keep the masked self-attention: what remains is a
 # **decoder-only Transformer**, the architecture of GPT. It is trained on plain text to predict the
-# **next token** (下一个词预测) at every position. Walkthrough 003 builds one with causal masks, AdamW
+# **next token** (下一个词预测) at every position. A classic tutorial builds one with causal masks, AdamW
 # and gradient clipping; we do the same on a corpus that ships with Python itself — the English prose of
 # the standard library's docstrings — at the character level, then sample from it before and after
 # training.
@@ -52,7 +52,7 @@ plt.rcParams["figure.dpi"] = 90
 # To learn the sequence `<bos> I like you <eos>` the model must predict `I` from `<bos>`, `like` from
 # `<bos> I`, and so on. Run one by one that is a slow loop. Instead the whole sequence goes in at once
 # and the **causal mask** (因果掩码) hides, for query position `t`, every key after `t` — row `t` of the
-# lower-triangular mask is exactly the prefix that step may use. Walkthrough 003 writes it as an
+# lower-triangular mask is exactly the prefix that step may use. The classic tutorial writes it as an
 # additive matrix, `0` on and below the diagonal and `-inf` above, added to the scores before the
 # softmax:
 
@@ -62,7 +62,7 @@ additive = masks.to_additive(masks.subsequent_mask(T))[0, 0]          # (T, T): 
 print(additive.numpy())
 
 # %% [markdown]
-# Here is walkthrough 003's causal multi-head attention, ported (its mask registered as a buffer and
+# Here is the classic tutorial's causal multi-head attention, ported (its mask registered as a buffer and
 # cut to the sequence length), next to `nn.MultiheadAttention` given the same weights and
 # `ctransformer.masks.causal_mask` (PyTorch's polarity: True = blocked).
 
@@ -98,6 +98,23 @@ np.testing.assert_allclose(y_lib.detach().numpy(), hand(x).detach().numpy(), rto
 print("hand-written causal attention == nn.MultiheadAttention with causal_mask ✓")
 
 # %% [markdown]
+# ### The C that ran: the mask inside the kernel
+# The fused attention applies the mask one score row at a time; `kernels.source(name)` shows the C
+# exactly as compiled into ctransformer (comment first; one template serves float32 and float64:
+# `FN(name)` is `name_f32` / `_f64`, `real` is `float` / `double`). `mask_scores_row` sets every hidden
+# key's score to `-inf` (for `is_causal`, every `j > i`), `softmax_row` turns those into exact zeros (and
+# a row with nothing visible into zeros, not NaN). The backward needs no mask at all:
+# `softmax_backward_rows` multiplies by `P`, which is 0 for every hidden key, so no gradient reaches the
+# future.
+
+# %%
+from IPython.display import display
+
+from ctransformer import kernels
+
+display(kernels.source("mask_scores_row"), kernels.source("softmax_row"), kernels.source("softmax_backward_rows"))
+
+# %% [markdown]
 # ## 2. The corpus and the model
 #
 # `ctransformer.data.load_text_corpus()` collects the docstrings of a fixed list of standard-library
@@ -114,7 +131,7 @@ print(f"{len(text):,} characters, {len(tok)} token ids")
 print(text[:300])
 
 # %% [markdown]
-# `ctransformer.models.DecoderLM` is the stack walkthrough 003 builds: token embedding × √d_model +
+# `ctransformer.models.DecoderLM` is the stack the classic tutorial builds: token embedding × √d_model +
 # sinusoidal positions, `num_layers` pre-norm blocks of causal self-attention and feed-forward
 # (`nn.TransformerEncoderLayer(norm_first=True)` with a causal mask), a final LayerNorm and a linear
 # `lm_head` back to the vocabulary. A small one:
@@ -180,7 +197,7 @@ print(f"\nreal words: {real_word_fraction(before):.0%}, bigram log-prob per char
 # %% [markdown]
 # ## 4. Training
 #
-# As in walkthrough 003: **AdamW** (Adam with decoupled weight decay), gradient clipping at norm 1, and
+# As in the classic tutorial: **AdamW** (Adam with decoupled weight decay), gradient clipping at norm 1, and
 # cross-entropy between the logits at every position and the next character. Random windows of 96
 # characters, 16 per batch.
 

@@ -70,6 +70,31 @@ def test_no_notebook_imports_torch(path):
     assert "import ctransformer" in text
 
 
+STANDS_ALONE = re.compile(r"walkthrough|shared/|seeds?/|seed \d{3}|/work/", re.IGNORECASE)
+C_SHOWN = re.compile(r"kernels\.source\(\"(\w+|\w+\.c:\w+)\"\)")
+
+
+@pytest.mark.parametrize("path", SOURCES + NOTEBOOKS + [NOTEBOOK_DIR / "README.md"], ids=lambda p: p.name)
+def test_notebooks_stand_alone(path):
+    """No pointer to material a reader does not have (tutorial file numbers, machine paths)."""
+    text = path.read_text(encoding="utf-8")
+    hits = sorted({m.group(0) for m in STANDS_ALONE.finditer(text)})
+    assert not hits, f"{path.name} mentions {hits}: credit the classic tutorials in words instead"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_every_notebook_shows_the_c_of_its_layer(path):
+    from ctransformer import kernels
+    names = C_SHOWN.findall(path.read_text(encoding="utf-8"))
+    assert names, f"{path.name} never shows its C with kernels.source(...)"
+    for name in names:
+        assert kernels.source(name).startswith("/*"), name  # found, with its comment block
+    committed = json.loads(path.with_suffix(".ipynb").read_text(encoding="utf-8"))["cells"]
+    shown = [o for c in committed if c["cell_type"] == "code" for o in c.get("outputs", [])
+             if "csrc/" in "".join(o.get("data", {}).get("text/html", ""))]
+    assert len(shown) >= len(names), f"{path.name}: the committed outputs do not show the C"
+
+
 def _kernel_env() -> dict:
     import ctransformer
     root = str(Path(ctransformer.__file__).resolve().parent.parent)

@@ -1,6 +1,6 @@
-"""The character-level "antonym" toy task of the Seq2Seq tutorial
-(/work/shared/seeds/000_*, section "尝试训练"): eight word pairs, a 29-symbol
-character vocabulary, and its batch layout, rewritten as functions.
+"""The character-level "antonym" toy task of the classic LSTM Seq2Seq
+tutorial (its training section): eight word pairs, a 29-symbol character
+vocabulary, and its batch layout, rewritten as functions.
 
 Vocabulary (:data:`ANTONYM_CHARS`): ``S`` (start, id 0), ``E`` (end, id 1),
 ``P`` (padding, id 2), then ``a``-``z`` (ids 3-28).  Every word is padded with

@@ -1,7 +1,7 @@
 """Streaming reader for the translation2019zh JSON-lines format.
 
-translation2019zh (the corpus of the tutorial in /work/shared/seeds/000_*,
-about 5.2 million pairs, 1.2 GB) stores one JSON object per line::
+translation2019zh (the corpus of the classic Chinese -> English Transformer
+tutorial, about 5.2 million pairs, 1.2 GB) stores one JSON object per line::
 
     {"english": "Tomorrow is another day.", "chinese": "明天又是新的一天。"}
 
