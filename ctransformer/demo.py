@@ -125,7 +125,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     """The demo's parser on its own (``python -m ctransformer.demo``)."""
     from ctransformer.__main__ import ArgumentParser
-    return add_arguments(ArgumentParser(prog=prog or "ctransformer demo", description=DESCRIPTION))
+    if prog is None:
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        python = os.path.basename(sys.executable or "") or "python"
+        prog = f"{python} -m ctransformer.demo" if spec is not None and spec.name == "ctransformer.demo" else "ctransformer demo"
+    return add_arguments(ArgumentParser(prog=prog, description=DESCRIPTION))
 
 
 def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
