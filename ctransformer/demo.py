@@ -128,7 +128,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     if prog is None:
         spec = getattr(sys.modules.get("__main__"), "__spec__", None)
         python = os.path.basename(sys.executable or "") or "python"
-        prog = f"{python} -m ctransformer.demo" if spec is not None and spec.name == "ctransformer.demo" else "ctransformer demo"
+        by_module = spec is not None and spec.name == "ctransformer.demo"
+        prog = f"{python} -m ctransformer.demo" if by_module else "ctransformer demo"
     return add_arguments(ArgumentParser(prog=prog, description=DESCRIPTION))
 
 

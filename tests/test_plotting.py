@@ -51,7 +51,7 @@ def test_font_covers_every_character_of_the_corpus():
     generated |= {ch for split in corpus.values() for zh, en in split for ch in zh + en}
     assert any(_is_cjk(ch) for ch in generated)
     missing = sorted(ch for ch in generated | {c for c in literal_chars if _is_cjk(c)} if ord(ch) not in cmap)
-    assert not missing, f"not in {plotting.FONT_FILE.name}: {''.join(missing)} (rerun ctransformer/fonts/make_subset.py)"
+    assert not missing, f"not in {plotting.FONT_FILE.name}: {''.join(missing)} (run ctransformer/fonts/make_subset.py)"
     assert all(ord(ch) in cmap for ch in map(chr, range(0x20, 0x7F)))
 
 
@@ -59,7 +59,7 @@ def test_font_covers_the_notebooks_chinese():
     cmap = _cmap()
     chars = {ch for f in (ROOT / "notebooks").glob("*.py") for ch in f.read_text(encoding="utf-8") if _is_cjk(ch)}
     missing = sorted(ch for ch in chars if ord(ch) not in cmap)
-    assert not missing, f"not in {plotting.FONT_FILE.name}: {''.join(missing)} (rerun ctransformer/fonts/make_subset.py)"
+    assert not missing, f"not in {plotting.FONT_FILE.name}: {''.join(missing)} (run ctransformer/fonts/make_subset.py)"
 
 
 def test_attention_heatmap_labels_tokens_and_saves_a_png(tmp_path):
