@@ -46,7 +46,7 @@ def _numerical(fn, inputs, x, eps: float, n_outs: list) -> list:
             up = [np.asarray(o._data, np.float64).reshape(-1).copy() for o in _outputs(fn(*inputs))]
         flat[k] = old - eps
         with _ag.no_grad():
-            down = [np.asarray(o._data, np.float64).reshape(-1) for o in _outputs(fn(*inputs))]
+            down = [np.asarray(o._data, np.float64).reshape(-1).copy() for o in _outputs(fn(*inputs))]
         flat[k] = old
         for j, (u, d) in enumerate(zip(up, down)):
             jac[j][k] = (u - d) / (2 * eps)

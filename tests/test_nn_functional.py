@@ -200,7 +200,7 @@ def test_softmax_without_dim_warns_and_picks_torch_dim():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t = TF.softmax(tx)
-        np.testing.assert_allclose(c.numpy(), t.detach().numpy(), **F32)
+        np.testing.assert_allclose(c.detach().numpy(), t.detach().numpy(), **F32)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

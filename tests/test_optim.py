@@ -45,7 +45,7 @@ def run_parity(t_cls, c_cls, kwargs, dtype=np.float32, steps=5, groups=False, sk
         t_opt.step()
         c_opt.step()
         for i, (t, c) in enumerate(zip(tp, cp)):
-            np.testing.assert_allclose(c.numpy(), t.detach().numpy(), **tol, err_msg=f"param {i} at step {step}")
+            np.testing.assert_allclose(c.detach().numpy(), t.detach().numpy(), **tol, err_msg=f"param {i} at step {step}")
     t_sd, c_sd = t_opt.state_dict(), c_opt.state_dict()
     assert sorted(c_sd["state"]) == sorted(t_sd["state"])
     for k, t_state in t_sd["state"].items():
@@ -159,7 +159,7 @@ def test_state_dict_resume_equals_uninterrupted():
     assert opt_b.state[p_b[0]]["exp_avg"] is not sd["state"][0]["exp_avg"]  # copied
     run(p_b, opt_b, grads[3:])
     for a, b in zip(p_full, p_b):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 
 
 def test_load_torch_state_dict_values():
@@ -184,7 +184,7 @@ def test_load_torch_state_dict_values():
     t_opt.step()
     c_opt.step()
     for t, c in zip(tp, cp):
-        np.testing.assert_allclose(c.numpy(), t.detach().numpy(), **F32)
+        np.testing.assert_allclose(c.detach().numpy(), t.detach().numpy(), **F32)
 
 
 def test_load_state_dict_errors():
@@ -232,7 +232,7 @@ def test_optimizer_argument_errors():
 
 def test_step_updates_in_place_and_closure():
     p = nn.Parameter(ct.tensor([1.0, 2.0]))
-    arr = p.numpy()
+    arr = p.detach().numpy()
     opt = ct.optim.SGD([p], lr=0.5)
 
     def closure():
@@ -243,8 +243,8 @@ def test_step_updates_in_place_and_closure():
 
     loss = opt.step(closure)
     assert loss.item() == 5.0
-    assert p.numpy() is arr  # same storage, updated in place
-    np.testing.assert_allclose(p.numpy(), [0.0, 0.0])
+    assert p.detach().numpy() is arr  # same storage, updated in place
+    np.testing.assert_allclose(p.detach().numpy(), [0.0, 0.0])
 
 
 # ------------------------------------------------------------------ schedulers
