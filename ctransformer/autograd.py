@@ -684,8 +684,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
     for i, (t, r) in enumerate(zip(ins, results)):
         if r is None:
             if not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
-                                   "Set allow_unused=True if this is the desired behavior.")
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "
+                                   "graph. Set allow_unused=True if this is the desired behavior.")
             out.append(_wrap(np.zeros_like(t._data)) if materialize_grads else None)
         else:
             if r.dtype != t._data.dtype:
