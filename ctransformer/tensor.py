@@ -498,8 +498,10 @@ class Tensor:
     # ------------------------------------------------------------ in-place machinery
     def _check_inplace(self, name: str) -> None:
         if self.requires_grad and self._node is None and _grad_enabled[0]:
-            raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place "
-                               "operation (wrap it in ctransformer.no_grad(), or use .data)")
+            what = "a view of a leaf Variable" if name == "__setitem__" else "a leaf Variable"
+            raise RuntimeError(f"{what} that requires grad is being used in an in-place operation. "
+                               f"({name} on a parameter: wrap it in `with ctransformer.no_grad():`, or work on a "
+                               ".clone())")
 
     def _become(self, res: "Tensor") -> "Tensor":
         """Make self the result of an in-place op computed out of place as
@@ -2044,7 +2046,9 @@ def matmul(a, b) -> Tensor:
         da, db = K.matmul_backward(g.reshape(out.shape), a2, b2, ra, rb)
         return (None if da is None else da.reshape(ad.shape), None if db is None else db.reshape(bd.shape))
 
-    return apply_op(final, (a, b), backward, "Matmul")
+    # what torch saves: a if b needs grad, b if a does (checked against in-place changes)
+    saved = (b,) if not rb else (a,) if not ra else (a, b)
+    return apply_op(final, (a, b), backward, "Matmul", saved=saved)
 
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
