@@ -508,9 +508,9 @@ class Tensor:
         ``res`` (whose graph edges already point at self's old node)."""
         bump_version(self)
         n = res._node
-        if n is not None and n.versions:  # the op itself saved self's values from before the bump
-            v = self._version[0]
-            n.versions = tuple((self, v) if e[0] is self else e for e in n.versions)
+        if n is not None and n.versions and n.versions is not _FREED:
+            # the op's own copy of self's old values is a snapshot (torch's original_self): not versioned
+            n.versions = tuple(e for e in n.versions if e[0] is not self) or None
         self._data = res._data
         self._node = res._node
         self._idx = res._idx
@@ -637,8 +637,23 @@ class Tensor:
         return _wrap(np.asarray(np.floor_divide(other, self._data)))
 
     def __mod__(self, other):
-        o = other._data if isinstance(other, Tensor) else other
-        return _wrap(np.asarray(np.mod(self._data, o)))
+        """Python's (and torch's) remainder: the sign of the divisor.  Gradients
+        as torch: d/dself = 1, d/dother = -floor(self / other)."""
+        ot = other if isinstance(other, Tensor) else None
+        a = self._data
+        o = ot._data if ot is not None else other
+        out = np.asarray(np.mod(a, o))
+        if out.dtype.kind != "f":
+            return _wrap(out)
+        sa, so = a.shape, np.shape(o)
+
+        def backward(g):
+            go = None
+            if ot is not None and ot.requires_grad:
+                go = _sum_to(-g * np.floor(a / o), so)
+            return _sum_to(g, sa), go
+
+        return apply_op(out, (self, ot), backward, "Remainder")
 
     remainder = __mod__
 
@@ -1419,18 +1434,35 @@ class Tensor:
         return apply_op(x[key], (self,), backward, "Gather")
 
     def scatter(self, dim: int, index, src) -> "Tensor":
+        """Out-of-place scatter; gradients as torch: self gets g with the
+        written positions zeroed, a Tensor src gets g gathered at index."""
         x = self._data.copy()
         d = _norm_dim(dim, x.ndim, "scatter")
         idx = _data_of(index)
         key = _along_axis_key(idx, d)
-        if isinstance(src, Tensor):
-            x[key] = src._data[tuple(slice(0, s) for s in idx.shape)]
+        src_t = src if isinstance(src, Tensor) else None
+        region = tuple(slice(0, n) for n in idx.shape)
+        if src_t is not None:
+            x[key] = src_t._data[region]
         else:
             x[key] = src
-        return _wrap(x)
+        sshape = None if src_t is None else src_t._data.shape
+
+        def backward(g):
+            gs = g.copy()
+            gs[key] = 0
+            gsrc = None
+            if src_t is not None:
+                gsrc = np.zeros(sshape, g.dtype)
+                gsrc[region] = g[key]
+            return gs, gsrc
+
+        return apply_op(x, (self, src_t), backward, "Scatter")
 
     def scatter_(self, dim: int, index, src) -> "Tensor":
         self._check_inplace("scatter_")
+        if self._tracked(src if isinstance(src, Tensor) else None):
+            return self._become(self.scatter(dim, index, src))
         self._writable()[...] = self.scatter(dim, index, src)._data
         return self
 
@@ -2366,4 +2398,5 @@ __all__ = [_n for _n, _v in list(globals().items())
            if not _n.startswith("_") and _n not in ("annotations", "np", "numbers", "K", "Any", "List",
                                                     "Optional", "Sequence", "Tuple", "Union", "Node",
                                                     "apply_op", "edge_of", "is_grad_enabled", "no_grad",
-                                                    "run_backward")]
+                                                    "run_backward", "bump_version", "saved_versions",
+                                                    "share_version")]
