@@ -148,13 +148,14 @@ class Node:
     engine casts incoming gradients to it); n_out/shapes: for ops with
     several outputs; grad/deps/mark: scratch state of a backward pass;
     retained: taps on the node's outputs (``retain_grad``, hooks);
-    versions: None, or ((Tensor, version), ...) saved for backward and
-    checked before it runs (``_FREED`` once released)."""
+    versions: None (nothing saved, nothing to free), or ((Tensor, version),
+    ...) saved for backward, checked before it runs; () when the node saves
+    values to free after it runs; ``_FREED`` once released."""
 
     __slots__ = ("edges", "backward", "op", "dtype", "n_out", "shapes", "grad", "deps", "mark", "retained",
                  "versions")
 
-    def __init__(self, edges, backward, op, dtype, n_out=1, shapes=None, versions=None):
+    def __init__(self, edges, backward, op, dtype, n_out=1, shapes=None, versions=()):
         self.edges = edges
         self.backward = backward
         self.op = op
@@ -177,6 +178,8 @@ class Node:
         if _holds_arrays(self.backward):
             self.backward = None
             self.versions = _FREED
+        else:
+            self.versions = None  # nothing saved: may run again, as torch's add/sum
 
     def _fill(self, g: list) -> tuple:
         """The gradients of a multi-output node, zeros where an output got none."""
@@ -272,7 +275,7 @@ def apply_op(outputs, parents: Sequence, backward: Callable, name: str = "", sav
         if not track:
             return tuple(wrap(o) for o in outputs)
         node = Node(tuple(edge_of(p) for p in parents), backward, name, None, len(outputs),
-                    [(o.shape, o.dtype) for o in outputs], saved_versions(*saved) if saved else None)
+                    [(o.shape, o.dtype) for o in outputs], saved_versions(*saved) if saved else ())
         outs = []
         for i, o in enumerate(outputs):
             t = wrap(o)
@@ -286,7 +289,7 @@ def apply_op(outputs, parents: Sequence, backward: Callable, name: str = "", sav
     if track:
         t.requires_grad = True
         t._node = Node(tuple(edge_of(p) for p in parents), backward, name, outputs.dtype, 1, None,
-                       saved_versions(*saved) if saved else None)
+                       saved_versions(*saved) if saved else ())
     return t
 
 
@@ -533,6 +536,7 @@ def run_backward(roots, retain_graph: bool = False, capture: Optional[dict] = No
     prev_mode = _grad_enabled[0]
     _grad_enabled[0] = False
     Node_, tuple_ = Node, tuple
+    free = not retain_graph
     ready = []
     for n in nodes:
         if not n.deps and n not in ready:
@@ -543,8 +547,17 @@ def run_backward(roots, retain_graph: bool = False, capture: Optional[dict] = No
             node = pop()
             g = node.grad
             node.grad = None
-            if node.versions is not None:
-                _check_versions(node)
+            vs = node.versions
+            if vs:  # saved tensors: freed, or modified in place since?
+                if vs is _FREED:
+                    raise RuntimeError(_SECOND_BACKWARD)
+                for e in vs:
+                    t = e[0]
+                    if t is None:
+                        _check_versions(node)
+                    tv = t._version
+                    if tv is not None and tv[0] != e[1]:
+                        _check_versions(node)
             if g is not None and node.n_out != 1:
                 g = node._fill(g)
             if g is not None and node.retained is not None:
@@ -556,7 +569,7 @@ def run_backward(roots, retain_graph: bool = False, capture: Optional[dict] = No
                     grads = tuple(grads) if isinstance(grads, list) else (grads,)
             else:
                 grads = (None,) * len(edges)
-            if not retain_graph:
+            if free and vs is not None:
                 node._free()
             for e, pg in zip(edges, grads):
                 if e is None:

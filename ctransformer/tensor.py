@@ -510,7 +510,7 @@ class Tensor:
         n = res._node
         if n is not None and n.versions and n.versions is not _FREED:
             # the op's own copy of self's old values is a snapshot (torch's original_self): not versioned
-            n.versions = tuple(e for e in n.versions if e[0] is not self) or None
+            n.versions = tuple(e for e in n.versions if e[0] is not self)
         self._data = res._data
         self._node = res._node
         self._idx = res._idx
@@ -1705,8 +1705,7 @@ class _ScalarNode(Node):
 
     def _free(self) -> None:
         self.a = self.out = None
-        if self.saves:
-            self.versions = _FREED
+        self.versions = _FREED
 
     def saves_array(self, arr: np.ndarray) -> bool:
         return self.saves and getattr(self, "out", None) is arr
@@ -1796,7 +1795,7 @@ def _make_arith(code: int, rev: bool):
     node_scalar = _SCALAR_NODES[code][rev]
     ufunc = _UFUNCS[code]
     saves = code >= _MUL
-    saves_scalar = code >= _DIV
+    saves_scalar = node_scalar.saves  # s / a, a ** s, s ** a read their operand / result in backward
 
     def arith(x: Tensor, other) -> Tensor:
         a = x._data
@@ -1888,11 +1887,14 @@ def _make_arith(code: int, rev: bool):
             p = x._node
             n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
             n.dtype = out.dtype
-            n.grad = n.mark = n.retained = n.versions = None
+            n.grad = n.mark = n.retained = None
             n.s = other
             if saves_scalar:
                 n.a = a
                 n.out = out
+                n.versions = ()  # freed after backward
+            else:
+                n.versions = None
             t.requires_grad = True
             t._node = n
         else:
@@ -2007,7 +2009,8 @@ def _activation(x: Tensor, kind: str) -> Tensor:
         p = x._node
         n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
         n.dtype = out.dtype
-        n.grad = n.mark = n.retained = n.versions = None
+        n.grad = n.mark = n.retained = None
+        n.versions = ()  # its saved input / output is freed after backward
         saves = _SAVES_OUTPUT.get(kind)
         if saves is None:
             saves = _SAVES_OUTPUT[kind] = K.activation_saves_output(kind)
