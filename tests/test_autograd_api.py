@@ -101,10 +101,49 @@ def test_hooks_and_retain_grad_match_torch(rng, torch_ref):
         _same_err(ours[k], ref[k])
 
 
-def test_module_full_backward_hook_is_not_offered():
-    # torch's Module.register_full_backward_hook is not part of this engine yet:
-    # the attribute is absent rather than silently ignoring the hook
-    assert not hasattr(nn.Linear(2, 2), "register_full_backward_hook")
+def _module_hook_cases(lib, x, w, b, w2):
+    res = {}
+    lin = lib.nn.Linear(3, 2).double()
+    with lib.no_grad():
+        lin.weight.copy_(lib.tensor(w))
+        lin.bias.copy_(lib.tensor(b))
+    seen = []
+
+    def hook(module, grad_input, grad_output):
+        seen.append((module is lin, [g.clone() for g in grad_input], [g.clone() for g in grad_output]))
+        return (grad_input[0] * 2,)  # replaces the gradient reaching the input
+
+    handle = lin.register_full_backward_hook(hook)
+    xt = lib.tensor(x, requires_grad=True)
+    (lin(xt).tanh() * lib.tensor(w2)).sum().backward()
+    res["x_grad"] = xt.grad
+    res["weight_grad"] = lin.weight.grad
+    res["is_module"] = int(seen[0][0])
+    res["grad_input"] = seen[0][1][0]
+    res["grad_output"] = seen[0][2][0]
+    # an input that needs no gradient: the hook still runs, grad_input (None,)
+    calls = []
+    lin.register_full_backward_hook(lambda m, gi, go: calls.append([g is None for g in gi]))
+    handle.remove()
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        lin(lib.tensor(x)).sum().backward()
+    res["no_grad_input"] = [int(v) for v in calls[0]]
+    res["warning"] = [str(m.message) for m in w][:1]
+    return res
+
+
+def test_module_full_backward_hook_matches_torch(rng, torch_ref):
+    x, w, b, w2 = rng.standard_normal((4, 3)), rng.standard_normal((2, 3)), rng.standard_normal(2), \
+        rng.standard_normal((4, 2))
+    ref = torch_ref(lambda torch: _module_hook_cases(torch, x, w, b, w2), inputs=dict(x=x, w=w, b=b, w2=w2))
+    ours = _module_hook_cases(ct, x, w, b, w2)
+    for k in ("x_grad", "weight_grad", "grad_input", "grad_output"):
+        np.testing.assert_allclose(ours[k].numpy(), ref[k], rtol=1e-12, atol=1e-14, err_msg=k)
+    assert ours["is_module"] == int(ref["is_module"]) == 1
+    assert ours["no_grad_input"] == list(ref["no_grad_input"]) == [1]
+    assert ours["warning"] == [str(m) for m in np.atleast_1d(ref["warning"])]
 
 
 # ---------------------------------------------------------------- graphs freed after backward
