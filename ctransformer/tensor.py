@@ -1270,13 +1270,13 @@ class Tensor:
                                "of dimensions of tensor")
         xs = x.reshape((1,) * (len(sizes) - x.ndim) + x.shape)
         out = np.tile(xs, sizes)
-        shape = xs.shape
+        shape, xshape = xs.shape, x.shape  # shapes only: backward keeps no array
 
         def backward(g):
             split = []
             for r, s in zip(sizes, shape):
                 split += [r, s]
-            return (g.reshape(split).sum(axis=tuple(range(0, 2 * len(sizes), 2))).reshape(x.shape),)
+            return (g.reshape(split).sum(axis=tuple(range(0, 2 * len(sizes), 2))).reshape(xshape),)
 
         return apply_op(out, (self,), backward, "Repeat")
 
@@ -1327,7 +1327,8 @@ class Tensor:
             raise RuntimeError(f"{name.lower()}: input tensor must have at least 2 dimensions")
         keep = fn(np.ones(x.shape[-2:], bool), diagonal)
         out = np.where(keep, x, np.zeros((), x.dtype))
-        return apply_op(out, (self,), lambda g: (np.where(keep, g, 0),), name)
+        # backward rebuilds the mask (torch saves only the diagonal)
+        return apply_op(out, (self,), lambda g: (np.where(fn(np.ones(g.shape[-2:], bool), diagonal), g, 0),), name)
 
     def tril_(self, diagonal: int = 0) -> "Tensor":
         self._check_inplace("tril_")
@@ -1701,7 +1702,8 @@ class _ScalarNode(Node):
     __slots__ = ("s", "a", "out")
     n_out = 1
     shapes = None
-    saves = False  # whether backward reads a / out (then freed after it runs)
+    saves = False  # whether backward reads a / out
+    frees = False  # whether torch saves something (the scalar, as a tensor): a second backward then raises
 
     def _free(self) -> None:
         self.a = self.out = None
@@ -1729,6 +1731,7 @@ class _RSubScalarNode(_ScalarNode):
 
 class _MulScalarNode(_ScalarNode):
     __slots__ = ()
+    frees = True
     op = "Mul"
 
     def backward(self, g):
@@ -1737,6 +1740,7 @@ class _MulScalarNode(_ScalarNode):
 
 class _DivScalarNode(_ScalarNode):
     __slots__ = ()
+    frees = True
     op = "Div"
 
     def backward(self, g):
@@ -1745,7 +1749,7 @@ class _DivScalarNode(_ScalarNode):
 
 class _RDivScalarNode(_ScalarNode):  # s / a
     __slots__ = ()
-    saves = True
+    saves = frees = True
     op = "Div"
 
     def backward(self, g):
@@ -1754,7 +1758,7 @@ class _RDivScalarNode(_ScalarNode):  # s / a
 
 class _PowScalarNode(_ScalarNode):  # a ** s
     __slots__ = ()
-    saves = True
+    saves = frees = True
     op = "Pow"
 
     def backward(self, g):
@@ -1768,7 +1772,7 @@ class _PowScalarNode(_ScalarNode):  # a ** s
 
 class _RPowScalarNode(_ScalarNode):  # s ** a
     __slots__ = ()
-    saves = True
+    saves = frees = True
     op = "Pow"
 
     def backward(self, g):
@@ -1796,6 +1800,7 @@ def _make_arith(code: int, rev: bool):
     ufunc = _UFUNCS[code]
     saves = code >= _MUL
     saves_scalar = node_scalar.saves  # s / a, a ** s, s ** a read their operand / result in backward
+    frees_scalar = node_scalar.frees
 
     def arith(x: Tensor, other) -> Tensor:
         a = x._data
@@ -1892,9 +1897,7 @@ def _make_arith(code: int, rev: bool):
             if saves_scalar:
                 n.a = a
                 n.out = out
-                n.versions = ()  # freed after backward
-            else:
-                n.versions = None
+            n.versions = () if frees_scalar else None  # () : freed after backward
             t.requires_grad = True
             t._node = n
         else:
@@ -2264,7 +2267,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     except ValueError as e:
         raise RuntimeError(f"cat: sizes of tensors must match except in dimension {dim} "
                            f"(got {[tuple(t.shape) for t in ts]})") from e
-    bounds = np.cumsum([t._data.shape[d] for t in ts])[:-1]
+    bounds = tuple(int(b) for b in np.cumsum([t._data.shape[d] for t in ts])[:-1])
     return apply_op(out, tuple(ts), lambda g: tuple(np.split(g, bounds, axis=d)), "Cat")
 
 

@@ -176,6 +176,55 @@ def test_second_backward_raises_as_torch(rng, torch_ref):
     np.testing.assert_allclose(ours["add_twice"].numpy(), ref["add_twice"], rtol=1e-12)
 
 
+SECOND_BACKWARD_OPS = {  # op -> the loss it builds from x (3, 4)
+ "sum": lambda l, x: x.sum(), "mean": lambda l, x: x.mean(), "view": lambda l, x: x.view(-1).sum(),
+ "permute": lambda l, x: x.permute(1, 0).sum(), "transpose": lambda l, x: x.transpose(0, 1).sum(),
+ "expand": lambda l, x: x[:1].expand(3, 4).sum(), "clone": lambda l, x: x.clone().sum(), "neg": lambda l, x: (-x).sum(),
+ "add": lambda l, x: (x + x).sum(), "sub": lambda l, x: (x - 1).sum(), "mul_scalar": lambda l, x: (x * 2).sum(),
+ "div_scalar": lambda l, x: (x / 2).sum(), "getitem_slice": lambda l, x: x[1:, :2].sum(),
+ "cat": lambda l, x: l.cat([x, x]).sum(), "stack": lambda l, x: l.stack([x, x]).sum(),
+ "unsqueeze": lambda l, x: x.unsqueeze(0).sum(), "squeeze": lambda l, x: x.unsqueeze(0).squeeze(0).sum(),
+ "reshape": lambda l, x: x.reshape(2, 6).sum(), "flatten": lambda l, x: x.flatten().sum(),
+ "exp": lambda l, x: x.exp().sum(), "tanh": lambda l, x: x.tanh().sum(), "relu": lambda l, x: x.relu().sum(),
+ "matmul": lambda l, x: (x @ x.t()).sum(), "softmax": lambda l, x: x.softmax(-1).sum(),
+ "log_softmax": lambda l, x: x.log_softmax(-1).sum(), "pow": lambda l, x: (x ** 2).sum(), "abs": lambda l, x: x.abs().sum(),
+ "sigmoid": lambda l, x: x.sigmoid().sum(), "mul": lambda l, x: (x * x).sum(),
+ "index_select": lambda l, x: x.index_select(0, l.tensor([0, 2])).sum(),
+ "where": lambda l, x: l.where(x > 0, x, 0 * x).sum(), "masked_fill": lambda l, x: x.masked_fill(x > 0, 0.0).sum(),
+ "max_dim": lambda l, x: x.max(1)[0].sum(), "max_all": lambda l, x: x.max(), "amax": lambda l, x: x.amax(1).sum(),
+ "var": lambda l, x: x.var(), "sqrt": lambda l, x: x.abs().sqrt().sum(), "log": lambda l, x: x.abs().log().sum(),
+ "clamp": lambda l, x: x.clamp(-0.5, 0.5).sum(), "gather": lambda l, x: x.gather(1, l.tensor([[0], [1], [2]])).sum(),
+ "repeat": lambda l, x: x.repeat(2, 1).sum(), "flip": lambda l, x: x.flip(0).sum(), "tril": lambda l, x: x.tril().sum(),
+ "cumsum": lambda l, x: x.cumsum(1).sum(), "linear": lambda l, x: l.nn.functional.linear(x, x).sum(),
+ "layer_norm": lambda l, x: l.nn.functional.layer_norm(x, (4,)).sum(), "dropout0": lambda l, x: l.nn.functional.dropout(x, 0.0).sum(),
+ "split": lambda l, x: x.split(2, 1)[0].sum(), "chunk": lambda l, x: x.chunk(2, 0)[1].sum(), "sort": lambda l, x: x.sort(1)[0].sum(),
+ "mse": lambda l, x: l.nn.functional.mse_loss(x, x.detach() * 0), "cross_entropy": lambda l, x: l.nn.functional.cross_entropy(x, l.tensor([0, 1, 3])),
+ "embedding": lambda l, x: l.nn.functional.embedding(l.tensor([0, 2]), x).sum(),
+}
+
+
+def _second_backward_per_op(lib, xa):
+    """0: a second backward runs (the op saved nothing), 1: torch's error."""
+    out = {}
+    for name, f in SECOND_BACKWARD_OPS.items():
+        x = lib.tensor(xa, requires_grad=True)
+        y = f(lib, x)
+        y.backward()
+        kind, msg = _err(lambda: y.backward())
+        out[name] = 0 if not kind else 1 if "second time" in msg else 2
+    return out
+
+
+def test_which_ops_allow_a_second_backward_matches_torch(rng, torch_ref):
+    # torch frees what each node saved: ops that save nothing (add, sum, view, cat, ...) may run
+    # again, ops that saved tensors (mul, exp, matmul, x * 2, ...) raise
+    x = rng.standard_normal((3, 4))
+    ref = torch_ref(lambda torch: _second_backward_per_op(torch, x), inputs=dict(x=x))
+    ours = _second_backward_per_op(ct, x)
+    assert ours == {k: int(v) for k, v in ref.items()}
+    assert 0 in ours.values() and 1 in ours.values()
+
+
 def test_second_backward_through_the_lstm_kernel_raises(rng, torch_ref):
     x = rng.standard_normal((5, 2, 3)).astype(np.float32)
 
