@@ -32,12 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
 
 # Grad mode is process-wide (a plain flag is the cheapest thing every op
 # can read; torch keeps it per thread, which the tutorials never rely on).
@@ -620,4 +617,5 @@ from .autograd_function import Function, FunctionCtx, once_differentiable  # noq
 from ._gradcheck import gradcheck, gradgradcheck  # noqa: E402
 
 __all__ = ["Function", "FunctionCtx", "Variable", "backward", "enable_grad", "grad", "gradcheck", "gradgradcheck",
-           "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad", "set_grad_enabled"]
+           "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad", "once_differentiable",
+           "set_grad_enabled"]

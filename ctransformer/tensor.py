@@ -20,7 +20,7 @@ import numpy as np
 
 from . import autograd as _autograd
 from . import kernels as K
-from .autograd import (Node, _FREED, _grad_enabled, apply_op, bump_version, run_backward, saved_versions,
+from .autograd import (Node, _FREED, _grad_enabled, apply_op, bump_version, run_backward,
                        share_version)
 
 # ---------------------------------------------------------------- dtypes

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import ctransformer as ct
-import ctransformer.nn as nn
 from ctransformer.autograd import gradcheck
 from ctransformer.testing import assert_close
 

@@ -3,7 +3,6 @@ class and message: numpy() on a Tensor that requires grad, view() on a
 layout it cannot view, in-place modification of a tensor saved for backward
 (the version counter), in-place on a leaf that requires grad."""
 import numpy as np
-import pytest
 
 import ctransformer as ct
 
