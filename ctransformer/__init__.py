@@ -40,7 +40,8 @@ def _load_extension() -> None:
 _load_extension()
 
 from . import kernels  # noqa: E402
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                       set_grad_enabled)
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 import builtins as _builtins
 
@@ -51,6 +52,7 @@ from .tensor import bool_ as bool  # noqa: A001  (torch.bool)
 from .tensor import int_ as int  # noqa: A001  (torch.int)
 from .tensor import float_ as float  # noqa: A001  (torch.float)
 from . import autograd
+from . import testing  # noqa: E402
 
 
 def set_num_threads(n: int) -> None:

@@ -18,20 +18,28 @@ i of a multi-output op) or the parent Tensor itself when it is a leaf that
 requires grad.  Because edges point at nodes, not at Tensors, an in-place op
 that later re-points a Tensor at a new node does not re-route gradients of
 ops recorded before it.
+
+As in torch, a backward pass frees what each node saved for its gradient as
+soon as the node has run (unless ``retain_graph=True``): a second backward
+through such a node raises "Trying to backward through the graph a second
+time"; nodes that saved nothing (add, sum, ...) may run again.  Tensors saved
+for backward are checked against their version counter (bumped by every
+in-place op): a saved tensor modified in place raises torch's "one of the
+variables needed for gradient computation has been modified by an inplace
+operation" when the node runs.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Callable, Sequence, Union
+import weakref
+from typing import Callable, Optional, Sequence
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
 
 # Grad mode is process-wide (a plain flag is the cheapest thing every op
 # can read; torch keeps it per thread, which the tutorials never rely on).
 _grad_enabled = [True]
+_inference = [False]
 _Tensor = None  # set by ctransformer.tensor (avoids an import per op)
 _wrap = None    # ctransformer.tensor._wrap: ndarray -> Tensor, set likewise
 
@@ -68,6 +76,67 @@ def enable_grad() -> _GradMode:
     return _GradMode(True)
 
 
+class inference_mode(contextlib.ContextDecorator):
+    """torch.inference_mode(mode=True): a context manager and decorator
+    (``@inference_mode`` or ``@inference_mode()``) in which ops record no
+    graph, as ``no_grad``; ``inference_mode(False)`` changes nothing."""
+
+    def __new__(cls, mode=True):
+        if mode is None or isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)  # used bare as a decorator: @inference_mode
+
+    def __init__(self, mode: bool = True) -> None:
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self.prev = (_grad_enabled[0], _inference[0])
+        if self.mode:
+            _grad_enabled[0] = False
+            _inference[0] = True
+        return self
+
+    def __exit__(self, *exc):
+        _grad_enabled[0], _inference[0] = self.prev
+        return False
+
+    def clone(self) -> "inference_mode":
+        return self.__class__(self.mode)
+
+
+def is_inference_mode_enabled() -> bool:
+    """torch.is_inference_mode_enabled."""
+    return _inference[0]
+
+
+_SECOND_BACKWARD = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+    "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+    "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+    "if you need to access saved tensors after calling backward.")
+_FREED = ("freed",)  # Node.versions once the node's saved values have been released
+_SMALL = (int, float, bool, str, type(None), slice, np.dtype, np.generic)
+
+
+def _holds_arrays(fn) -> bool:
+    """Whether a backward closure keeps saved values (arrays, Tensors, kernel
+    state) rather than only shapes, dtypes and flags."""
+    cells = getattr(fn, "__closure__", None)
+    if not cells:
+        return False
+    for c in cells:
+        try:
+            v = c.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, _SMALL) or callable(v):
+            continue
+        if type(v) is tuple and all(isinstance(e, _SMALL) for e in v):
+            continue
+        return True
+    return False
+
+
 class Node:
     """One recorded op (torch's ``grad_fn``).
 
@@ -75,11 +144,15 @@ class Node:
     op's gradient function; op: its name; dtype: the output's dtype (the
     engine casts incoming gradients to it); n_out/shapes: for ops with
     several outputs; grad/deps/mark: scratch state of a backward pass;
-    retained: Tensors that asked for ``retain_grad()``."""
+    retained: taps on the node's outputs (``retain_grad``, hooks);
+    versions: None (nothing saved, nothing to free), or ((Tensor, version),
+    ...) saved for backward, checked before it runs; () when the node saves
+    values to free after it runs; ``_FREED`` once released."""
 
-    __slots__ = ("edges", "backward", "op", "dtype", "n_out", "shapes", "grad", "deps", "mark", "retained")
+    __slots__ = ("edges", "backward", "op", "dtype", "n_out", "shapes", "grad", "deps", "mark", "retained",
+                 "versions")
 
-    def __init__(self, edges, backward, op, dtype, n_out=1, shapes=None):
+    def __init__(self, edges, backward, op, dtype, n_out=1, shapes=None, versions=()):
         self.edges = edges
         self.backward = backward
         self.op = op
@@ -89,12 +162,36 @@ class Node:
         self.grad = None
         self.mark = None
         self.retained = None
+        self.versions = versions
 
     def name(self) -> str:
         return f"{self.op or 'Op'}Backward0"
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
+
+    def _free(self) -> None:
+        """Release what the node saved for backward (after it has run)."""
+        if _holds_arrays(self.backward):
+            self.backward = None
+            self.versions = _FREED
+        else:
+            self.versions = None  # nothing saved: may run again, as torch's add/sum
+
+    def _fill(self, g: list) -> tuple:
+        """The gradients of a multi-output node, zeros where an output got none."""
+        return tuple(gi if gi is not None else np.zeros(s, d) for gi, (s, d) in zip(g, self.shapes))
+
+    def saves_array(self, arr: np.ndarray) -> bool:
+        """Whether the node's backward keeps ``arr`` (an output modified in
+        place must then fail its backward, as torch's version check)."""
+        for c in getattr(self.backward, "__closure__", None) or ():
+            try:
+                if c.cell_contents is arr:
+                    return True
+            except ValueError:
+                pass
+        return False
 
     @property
     def next_functions(self):
@@ -121,14 +218,49 @@ def edge_of(t):
     return n if n.n_out == 1 else (n, t._idx)
 
 
-def apply_op(outputs, parents: Sequence, backward: Callable, name: str = ""):
+def version_of(t) -> int:
+    """The current version of Tensor ``t`` (the number of in-place ops applied
+    to it, or to a view / detached alias sharing its counter)."""
+    v = t._version
+    return 0 if v is None else v[0]
+
+
+def bump_version(t) -> None:
+    """Record an in-place modification of ``t``.  A node that saved ``t``'s
+    values as its output (exp, sigmoid, ...) is marked so that its backward
+    fails as torch's does."""
+    v = t._version
+    if v is None:
+        t._version = [1]
+    else:
+        v[0] += 1
+    n = t._node
+    if n is not None and n.versions is not _FREED and n.saves_array(t._data):
+        n.versions = (n.versions or ()) + ((None, t._idx, version_of(t) - 1, t),)
+
+
+def share_version(src, dst) -> None:
+    """Make view/alias ``dst`` share ``src``'s version counter (torch's views)."""
+    v = src._version
+    if v is None:
+        v = src._version = [0]
+    dst._version = v
+
+
+def saved_versions(*tensors):
+    """((t, version), ...) for the Tensors an op saves (None entries skipped)."""
+    return tuple((t, version_of(t)) for t in tensors if t is not None)
+
+
+def apply_op(outputs, parents: Sequence, backward: Callable, name: str = "", saved: Sequence = ()):
     """Wrap the NumPy result(s) of an op as Tensor(s), recording the graph
     when grad mode is on and a parent requires grad.
 
     outputs: an array, or a tuple of arrays (then a tuple of Tensors is
     returned; only floating outputs require grad).  parents: the Tensor
     inputs (``None`` entries are allowed and get no gradient).  backward:
-    see the module docstring."""
+    see the module docstring.  saved: input Tensors whose values backward
+    uses (checked against in-place modification)."""
     wrap = _wrap
     track = False
     if _grad_enabled[0]:
@@ -140,7 +272,7 @@ def apply_op(outputs, parents: Sequence, backward: Callable, name: str = ""):
         if not track:
             return tuple(wrap(o) for o in outputs)
         node = Node(tuple(edge_of(p) for p in parents), backward, name, None, len(outputs),
-                    [(o.shape, o.dtype) for o in outputs])
+                    [(o.shape, o.dtype) for o in outputs], saved_versions(*saved) if saved else ())
         outs = []
         for i, o in enumerate(outputs):
             t = wrap(o)
@@ -153,8 +285,130 @@ def apply_op(outputs, parents: Sequence, backward: Callable, name: str = ""):
     t = wrap(outputs)
     if track:
         t.requires_grad = True
-        t._node = Node(tuple(edge_of(p) for p in parents), backward, name, outputs.dtype)
+        t._node = Node(tuple(edge_of(p) for p in parents), backward, name, outputs.dtype, 1, None,
+                       saved_versions(*saved) if saved else ())
     return t
+
+
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long", "int32": "Int",
+               "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _type_name(arr: np.ndarray) -> str:
+    return f"torch.{_TYPE_NAMES.get(arr.dtype.name, arr.dtype.name.capitalize())}Tensor"
+
+
+def _check_versions(node: Node) -> None:
+    """Raise torch's errors for a freed node or a saved tensor modified in place."""
+    vs = node.versions
+    if vs is _FREED:
+        raise RuntimeError(_SECOND_BACKWARD)
+    for entry in vs:
+        if entry[0] is None:  # an output saved by the node, modified in place
+            _, idx, expected, t = entry
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace operation: "
+                f"[{_type_name(t._data)} {list(t._data.shape)}], which is output {idx} of {node.op}, is at "
+                f"version {version_of(t)}; expected version {expected} instead. Hint: enable anomaly detection "
+                "to find the operation that failed to compute its gradient, with "
+                "torch.autograd.set_detect_anomaly(True, check_nan=False).")
+        t, expected = entry
+        if version_of(t) != expected:
+            where = "" if t._node is None else f", which is output {t._idx} of {t._node.op},"
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace operation: "
+                f"[{_type_name(t._data)} {list(t._data.shape)}]{where} is at version {version_of(t)}; expected "
+                f"version {expected} instead. Hint: enable anomaly detection to find the operation that failed "
+                "to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
+
+# ---------------------------------------------------------------- hooks and taps
+class _Tap:
+    """Something that sees (and may replace) the gradient of one output of a
+    node during backward: a tensor hook, ``retain_grad`` or ``autograd.grad``
+    capturing a non-leaf input.  kind orders them: hooks (0) first, then
+    retain_grad (1), then capture (2), as torch runs retains_grad hooks last."""
+
+    __slots__ = ("idx", "kind", "fn", "tensor", "handle_id")
+
+    def __init__(self, idx: int, kind: int, fn=None, tensor=None) -> None:
+        self.idx = idx
+        self.kind = kind
+        self.fn = fn
+        self.tensor = tensor
+        self.handle_id = None
+
+
+class RemovableHandle:
+    """What ``register_hook`` returns: ``handle.remove()`` unregisters it."""
+
+    def __init__(self, remove: Callable[[], None]) -> None:
+        self._remove = remove
+
+    def remove(self) -> None:
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+
+def add_tap(node: Node, tap: _Tap) -> None:
+    taps = node.retained
+    if taps is None:
+        node.retained = [tap]
+    else:
+        taps.append(tap)
+        taps.sort(key=lambda x: x.kind)  # stable: registration order within a kind
+
+
+def remove_tap(node: Node, tap: _Tap) -> None:
+    taps = node.retained
+    if taps is not None:
+        node.retained = [t for t in taps if t is not tap] or None
+
+
+# leaf hooks: id(tensor) -> (weakref to it, [fn, ...])
+_leaf_hooks: dict = {}
+
+
+def register_leaf_hook(t, fn) -> RemovableHandle:
+    key = id(t)
+    entry = _leaf_hooks.get(key)
+    if entry is None or entry[0]() is not t:
+        entry = _leaf_hooks[key] = (weakref.ref(t, lambda _r, k=key: _leaf_hooks.pop(k, None)), [])
+    fns = entry[1]
+    fns.append(fn)
+
+    def remove():
+        if fn in fns:
+            fns.remove(fn)
+    return RemovableHandle(remove)
+
+
+def _hook_result(fn, g: np.ndarray) -> np.ndarray:
+    """Call a tensor hook on gradient ``g``; a returned Tensor replaces it."""
+    r = fn(_wrap(g))
+    if r is None:
+        return g
+    arr = r._data if isinstance(r, _Tensor) else np.asarray(r)
+    if arr.shape != g.shape:
+        raise RuntimeError(f"hook '{getattr(fn, '__name__', 'hook')}' has changed the size of value")
+    return arr
+
+
+def _leaf_hooked(t, g: np.ndarray) -> np.ndarray:
+    entry = _leaf_hooks.get(id(t))
+    if entry is None or entry[0]() is not t:
+        return g
+    for fn in list(entry[1]):
+        g = _hook_result(fn, g)
+    return g
 
 
 def _accumulate_leaf(t, g: np.ndarray) -> None:
@@ -180,18 +434,23 @@ def _accumulate_leaf(t, g: np.ndarray) -> None:
         cur._data = cur._data + g
 
 
-def _count_dependencies(root: Node) -> list:
-    """Mark every node reachable from root and count, in ``node.deps``, the
-    edges that point at it (each must deliver its gradient before the node
-    runs).  Iterative: a 10 000-step chain does not recurse."""
+def _count_dependencies(roots) -> list:
+    """Mark every node reachable from the root nodes and count, in
+    ``node.deps``, the edges that point at it (each must deliver its gradient
+    before the node runs).  Iterative: a 10 000-step chain does not recurse."""
     mark = object()
-    root.mark = mark
-    root.deps = 0
-    seen = [root]
-    stack = [root]
+    seen = []
+    stack = []
+    for r in roots:
+        if r.mark is not mark:
+            r.mark = mark
+            r.deps = 0
+            seen.append(r)
+            stack.append(r)
     pop, push, see = stack.pop, stack.append, seen.append
     while stack:
-        for e in pop().edges:
+        edges = pop().edges
+        for e in edges:
             if e is None:
                 continue
             if type(e) is tuple:
@@ -219,41 +478,87 @@ def _deliver_multi(node: Node, idx: int, g: np.ndarray) -> None:
     slots[idx] = g if prev is None else prev + g
 
 
-def _retain(node: Node, g) -> None:
-    for t in node.retained:
-        gi = g if node.n_out == 1 else g[t._idx]
-        _accumulate_leaf(t, gi)
+def _run_taps(node: Node, g):
+    """Apply the node's taps (hooks, retain_grad, capture) to the gradient of
+    its outputs; returns the (possibly replaced) gradient."""
+    multi = node.n_out != 1
+    if multi:
+        g = list(g)
+    for tap in node.retained:
+        gi = g[tap.idx] if multi else g
+        if gi is None:
+            continue
+        if tap.kind == 0:
+            gi = _hook_result(tap.fn, gi)
+        elif tap.kind == 1:
+            _accumulate_leaf(tap.tensor, gi)
+        else:
+            tap.fn(gi)
+        if multi:
+            g[tap.idx] = gi
+        else:
+            g = gi
+    return tuple(g) if multi else g
 
 
-def run_backward(root, grad: np.ndarray) -> None:
-    """Propagate ``grad`` (d loss / d root) to every leaf that requires grad.
+def run_backward(roots, retain_graph: bool = False, capture: Optional[dict] = None) -> None:
+    """Propagate gradients from ``roots`` ((Tensor, d loss / d Tensor array),
+    ...) to every leaf that requires grad, in one pass.
 
     Two passes: count each node's incoming edges, then run nodes once all
-    their gradient has arrived (Kahn's order), so each backward runs once."""
-    rn = root._node
-    if rn is None:
-        if root.requires_grad:
-            _accumulate_leaf(root, grad)
+    their gradient has arrived (Kahn's order), so each backward runs once.
+    Without ``retain_graph`` every node frees its saved values after running.
+    ``capture`` (autograd.grad): {id(leaf): callback(grad)}; leaves are then
+    not accumulated into, captured ones hand their gradient to the callback."""
+    leaf_hooks = _leaf_hooks
+    nodes = []
+    for t, g in roots:
+        n = t._node
+        if n is None:
+            if t.requires_grad:
+                _deliver_leaf(t, g, capture)
+            continue
+        nodes.append(n)
+    if not nodes:
         return
-    seen = _count_dependencies(rn)
-    if rn.n_out == 1:
-        rn.grad = grad
-    else:
-        _deliver_multi(rn, root._idx, grad)
+    seen = _count_dependencies(nodes)
+    for t, g in roots:
+        n = t._node
+        if n is None:
+            continue
+        if n.n_out == 1:
+            n.grad = g if n.grad is None else n.grad + g
+        else:
+            _deliver_multi(n, t._idx, g)
     prev_mode = _grad_enabled[0]
     _grad_enabled[0] = False
     Node_, tuple_ = Node, tuple
-    ready = [rn]
+    free = not retain_graph
+    ready = []
+    for n in nodes:
+        if not n.deps and n not in ready:
+            ready.append(n)
     pop, push = ready.pop, ready.append
     try:
         while ready:
             node = pop()
             g = node.grad
             node.grad = None
+            vs = node.versions
+            if vs:  # saved tensors: freed, or modified in place since?
+                if vs is _FREED:
+                    raise RuntimeError(_SECOND_BACKWARD)
+                for e in vs:
+                    t = e[0]
+                    if t is None:
+                        _check_versions(node)
+                    tv = t._version
+                    if tv is not None and tv[0] != e[1]:
+                        _check_versions(node)
             if g is not None and node.n_out != 1:
-                g = tuple(gi if gi is not None else np.zeros(s, d) for gi, (s, d) in zip(g, node.shapes))
+                g = node._fill(g)
             if g is not None and node.retained is not None:
-                _retain(node, g)
+                g = _run_taps(node, g)
             edges = node.edges
             if g is not None:
                 grads = node.backward(g)
@@ -261,6 +566,8 @@ def run_backward(root, grad: np.ndarray) -> None:
                     grads = tuple(grads) if isinstance(grads, list) else (grads,)
             else:
                 grads = (None,) * len(edges)
+            if free and vs is not None:
+                node._free()
             for e, pg in zip(edges, grads):
                 if e is None:
                     continue
@@ -282,7 +589,10 @@ def run_backward(root, grad: np.ndarray) -> None:
                     if not n.deps:
                         push(n)
                 elif pg is not None:
-                    _accumulate_leaf(e, pg)
+                    if leaf_hooks or capture is not None:
+                        _deliver_leaf(e, pg, capture)
+                    else:
+                        _accumulate_leaf(e, pg)
     except BaseException:
         for n in seen:
             n.grad = None
@@ -291,132 +601,21 @@ def run_backward(root, grad: np.ndarray) -> None:
         _grad_enabled[0] = prev_mode
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
-         allow_unused: bool = False):
-    """torch.autograd.grad: gradients of ``outputs`` w.r.t. ``inputs``
-    (returned, not accumulated into ``.grad``)."""
-    if create_graph:
-        raise NotImplementedError("autograd.grad: create_graph=True (higher-order gradients) is not supported")
-    outs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-    ins = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
-    gos = grad_outputs if isinstance(grad_outputs, (tuple, list)) else (grad_outputs,) * len(outs)
-    saved = [(t, t.grad) for t in ins]
-    retained = []
-    try:
-        for t in ins:
-            t.grad = None
-            if t._node is not None:
-                if t._node.retained is None:
-                    t._node.retained = []
-                t._node.retained.append(t)
-                retained.append(t)
-        for o, go in zip(outs, gos):
-            o.backward(go)
-        result = tuple(t.grad for t in ins)
-    finally:
-        for t in retained:
-            t._node.retained.remove(t)
-            if not t._node.retained:
-                t._node.retained = None
-        for t, g in saved:
-            t.grad = g
-    if not allow_unused and any(r is None for r in result):
-        raise RuntimeError("autograd.grad: one of the differentiated Tensors appears to not have been "
-                           "used in the graph (pass allow_unused=True)")
-    return result
+def _deliver_leaf(t, g: np.ndarray, capture: Optional[dict]) -> None:
+    if _leaf_hooks:
+        g = _leaf_hooked(t, g)
+    if capture is None:
+        _accumulate_leaf(t, g)
+        return
+    cb = capture.get(id(t))
+    if cb is not None:
+        cb(g)
 
 
-def backward(tensors, grad_tensors=None) -> None:
-    """torch.autograd.backward."""
-    ts = tensors if isinstance(tensors, (tuple, list)) else (tensors,)
-    gs = grad_tensors if isinstance(grad_tensors, (tuple, list)) else (grad_tensors,) * len(ts)
-    for t, g in zip(ts, gs):
-        t.backward(g)
+from ._autograd_api import Variable, backward, grad  # noqa: E402  (torch.autograd's functions)
+from .autograd_function import Function, FunctionCtx, once_differentiable  # noqa: E402
+from ._gradcheck import gradcheck, gradgradcheck  # noqa: E402
 
-
-def Variable(data, requires_grad: bool = False, volatile: bool = False):
-    """Pre-0.4 torch's ``Variable(tensor)``: today simply the Tensor (with
-    ``requires_grad`` set when asked)."""
-    t = data if isinstance(data, _Tensor) else _Tensor(data)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-# ---------------------------------------------------------------- gradcheck
-def _vjp_numeric(fn, inputs, i, eps):
-    """Numerical Jacobian of fn w.r.t. inputs[i], (n_in, n_out)."""
-    x = inputs[i]._data
-    flat = x.reshape(-1)
-    cols = []
-    for k in range(flat.size):
-        old = flat[k]
-        flat[k] = old + eps
-        up = _flat_out(fn(*inputs))
-        flat[k] = old - eps
-        down = _flat_out(fn(*inputs))
-        flat[k] = old
-        cols.append((up - down) / (2 * eps))
-    return np.stack(cols) if cols else np.zeros((0, _flat_out(fn(*inputs)).size))
-
-
-def _flat_out(out):
-    Tensor = _Tensor
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return np.concatenate([np.asarray(o._data if isinstance(o, Tensor) else o, dtype=np.float64).reshape(-1)
-                           for o in outs if o is not None])
-
-
-def gradcheck(fn: Callable, inputs: Union[Sequence, "Tensor"], eps: float = 1e-6, atol: float = 1e-5,
-              rtol: float = 1e-3, raise_exception: bool = True) -> bool:
-    """Compare autograd's gradients of ``fn(*inputs)`` with float64 central
-    differences, for every input that requires grad (as torch.autograd.gradcheck).
-
-    Inputs should be float64 Tensors.  Each output element's gradient row is
-    checked: analytic J^T e_j for every output j.  Returns True, or raises
-    (or returns False when ``raise_exception=False``) naming the input and
-    the largest mismatch."""
-    Tensor = _Tensor
-    if isinstance(inputs, Tensor):
-        inputs = (inputs,)
-    inputs = tuple(inputs)
-    for i, x in enumerate(inputs):
-        if not isinstance(x, Tensor) or not x.requires_grad:
-            continue
-        if x.dtype != np.float64:
-            raise TypeError(f"gradcheck: input {i} must be float64 for a meaningful check, got {x.dtype}")
-        if not x.is_leaf:
-            raise ValueError(f"gradcheck: input {i} must be a leaf Tensor")
-        numeric = _vjp_numeric(fn, inputs, i, eps)  # (n_in, n_out)
-        n_out = numeric.shape[1]
-        analytic = np.zeros_like(numeric)
-        for j in range(n_out):
-            for t in inputs:
-                if isinstance(t, Tensor):
-                    t.grad = None
-            out = fn(*inputs)
-            outs = out if isinstance(out, (tuple, list)) else (out,)
-            # seed e_j over the concatenated outputs
-            offset = 0
-            for o in outs:
-                if o is None:
-                    continue
-                n = o._data.size
-                if offset <= j < offset + n and o.requires_grad:
-                    seed = np.zeros(n, o._data.dtype)
-                    seed[j - offset] = 1.0
-                    o.backward(_wrap(seed.reshape(o._data.shape)))
-                offset += n
-            g = inputs[i].grad
-            analytic[:, j] = 0.0 if g is None else g._data.reshape(-1)
-        if not np.allclose(analytic, numeric, atol=atol, rtol=rtol):
-            err = np.abs(analytic - numeric).max()
-            msg = (f"gradcheck: gradient of input {i} (shape {tuple(x.shape)}) does not match "
-                   f"central differences; max abs difference {err:.3e} (atol {atol}, rtol {rtol})")
-            if raise_exception:
-                raise AssertionError(msg)
-            return False
-    for t in inputs:
-        if isinstance(t, Tensor):
-            t.grad = None
-    return True
+__all__ = ["Function", "FunctionCtx", "Variable", "backward", "enable_grad", "grad", "gradcheck", "gradgradcheck",
+           "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad", "once_differentiable",
+           "set_grad_enabled"]

@@ -20,7 +20,8 @@ import numpy as np
 
 from . import autograd as _autograd
 from . import kernels as K
-from .autograd import Node, _grad_enabled, apply_op, run_backward
+from .autograd import (Node, _FREED, _grad_enabled, apply_op, bump_version, run_backward,
+                       share_version)
 
 # ---------------------------------------------------------------- dtypes
 float32 = float_ = np.dtype(np.float32)
@@ -223,7 +224,7 @@ class Tensor:
     default-dtype (float32) tensor, ``Tensor(2, 3)`` an uninitialised
     (zeroed) 2x3 one, and ``Tensor(t)`` aliases Tensor ``t``."""
 
-    __slots__ = ("_data", "requires_grad", "grad", "_node", "_idx", "__weakref__")
+    __slots__ = ("_data", "requires_grad", "grad", "_node", "_idx", "_version", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our operators
 
     def __init__(self, *args, requires_grad: bool = False, dtype=None) -> None:
@@ -249,6 +250,7 @@ class Tensor:
         self.grad = None
         self._node = None
         self._idx = 0
+        self._version = None
         if requires_grad:
             self.requires_grad_(True)
 
@@ -261,6 +263,7 @@ class Tensor:
         t.grad = None
         t._node = None
         t._idx = 0
+        t._version = None
         return t
 
     # ------------------------------------------------------------ basics
@@ -322,7 +325,7 @@ class Tensor:
     @property
     def retains_grad(self) -> bool:
         n = self._node
-        return n is not None and n.retained is not None and any(t is self for t in n.retained)
+        return n is not None and n.retained is not None and any(t.tensor is self for t in n.retained)
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
@@ -391,6 +394,7 @@ class Tensor:
         t.grad = None if self.grad is None else _wrap(self.grad._data.copy())
         t._node = None
         t._idx = 0
+        t._version = None
         state = getattr(self, "__dict__", None)
         if state:
             t.__dict__.update(copy.deepcopy(state, memo))
@@ -405,8 +409,14 @@ class Tensor:
     def tolist(self):
         return self._data.tolist()
 
-    def numpy(self) -> np.ndarray:
-        """The storage itself (shared, as torch's)."""
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The storage itself (shared, as torch's).  A Tensor that requires
+        grad refuses, as torch's does (``force=True``: a detached copy)."""
+        if self.requires_grad:
+            if force:
+                return self._data.copy()
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                               "instead.")
         return self._data
 
     # ------------------------------------------------------------ autograd
@@ -425,19 +435,34 @@ class Tensor:
         n = self._node
         if n is None:
             if not self.requires_grad:
-                raise RuntimeError("retain_grad: can't retain_grad on Tensor that has requires_grad=False")
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
             return
-        if n.retained is None:
-            n.retained = []
-        if not any(t is self for t in n.retained):
-            n.retained.append(self)
+        if not self.retains_grad:
+            _autograd.add_tap(n, _autograd._Tap(self._idx, 1, tensor=self))
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` each time the gradient of this Tensor is
+        computed; a Tensor it returns replaces the gradient (for the rest of
+        the graph and for ``.grad``).  Returns a handle with ``.remove()``."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        n = self._node
+        if n is None:
+            return _autograd.register_leaf_hook(self, hook)
+        tap = _autograd._Tap(self._idx, 0, fn=hook)
+        _autograd.add_tap(n, tap)
+        return _autograd.RemovableHandle(lambda: _autograd.remove_tap(n, tap))
 
     def backward(self, gradient=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
                  inputs=None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
 
-        The graph is kept (as if ``retain_graph=True``): a second backward
-        through it is allowed."""
+        As in torch, the values the graph saved are freed unless
+        ``retain_graph=True``: a second backward through them raises.
+        ``inputs``: accumulate only into these Tensors."""
+        if inputs is not None:
+            _autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+            return
         if create_graph:
             raise NotImplementedError("backward: create_graph=True (higher-order gradients) is not supported")
         if not self.requires_grad:
@@ -455,10 +480,12 @@ class Tensor:
                                    f"expected {tuple(data.shape)}")
             if g.dtype != data.dtype:
                 g = g.astype(data.dtype)
-        run_backward(self, g)
+        run_backward(((self, g),), retain_graph=bool(retain_graph))
 
     def detach(self) -> "Tensor":
-        return _wrap(self._data)
+        t = _wrap(self._data)
+        share_version(self, t)  # torch: detach() shares the version counter (.data does not)
+        return t
 
     def detach_(self) -> "Tensor":
         self._node = None
@@ -471,12 +498,19 @@ class Tensor:
     # ------------------------------------------------------------ in-place machinery
     def _check_inplace(self, name: str) -> None:
         if self.requires_grad and self._node is None and _grad_enabled[0]:
-            raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place "
-                               "operation (wrap it in ctransformer.no_grad(), or use .data)")
+            what = "a view of a leaf Variable" if name == "__setitem__" else "a leaf Variable"
+            raise RuntimeError(f"{what} that requires grad is being used in an in-place operation. "
+                               f"({name} on a parameter: wrap it in `with ctransformer.no_grad():`, or work on a "
+                               ".clone())")
 
     def _become(self, res: "Tensor") -> "Tensor":
         """Make self the result of an in-place op computed out of place as
         ``res`` (whose graph edges already point at self's old node)."""
+        bump_version(self)
+        n = res._node
+        if n is not None and n.versions and n.versions is not _FREED:
+            # the op's own copy of self's old values is a snapshot (torch's original_self): not versioned
+            n.versions = tuple(e for e in n.versions if e[0] is not self)
         self._data = res._data
         self._node = res._node
         self._idx = res._idx
@@ -514,6 +548,8 @@ class Tensor:
         return self
 
     def _writable(self) -> np.ndarray:
+        """The storage, about to be modified in place (bumps the version)."""
+        bump_version(self)
         if not self._data.flags.writeable:
             self._data = self._data.copy()
         return self._data
@@ -601,8 +637,23 @@ class Tensor:
         return _wrap(np.asarray(np.floor_divide(other, self._data)))
 
     def __mod__(self, other):
-        o = other._data if isinstance(other, Tensor) else other
-        return _wrap(np.asarray(np.mod(self._data, o)))
+        """Python's (and torch's) remainder: the sign of the divisor.  Gradients
+        as torch: d/dself = 1, d/dother = -floor(self / other)."""
+        ot = other if isinstance(other, Tensor) else None
+        a = self._data
+        o = ot._data if ot is not None else other
+        out = np.asarray(np.mod(a, o))
+        if out.dtype.kind != "f":
+            return _wrap(out)
+        sa, so = a.shape, np.shape(o)
+
+        def backward(g):
+            go = None
+            if ot is not None and ot.requires_grad:
+                go = _sum_to(-g * np.floor(a / o), so)
+            return _sum_to(g, sa), go
+
+        return apply_op(out, (self, ot), backward, "Remainder")
 
     remainder = __mod__
 
@@ -1088,15 +1139,29 @@ class Tensor:
             out = x.reshape(shape)
         except ValueError:
             raise RuntimeError(f"view: shape '{list(shape)}' is invalid for input of size {x.size}") from None
-        return apply_op(out, (self,), lambda g: (g.reshape(old),), "View")
+        if out.size > 1 and not np.may_share_memory(out, x):
+            raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                               "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+        t = apply_op(out, (self,), lambda g: (g.reshape(old),), "View")
+        share_version(self, t)
+        return t
 
     def reshape(self, *shape) -> "Tensor":
-        return self.view(*shape)
+        """A view when the layout allows, else a copy (torch's reshape)."""
+        shape = _shape_args(shape)
+        x = self._data
+        old = x.shape
+        try:
+            out = x.reshape(shape)
+        except ValueError:
+            raise RuntimeError(f"reshape: shape '{list(shape)}' is invalid for input of size {x.size}") from None
+        return apply_op(out, (self,), lambda g: (g.reshape(old),), "Reshape" if out.base is None else "View")
 
     def view_as(self, other: "Tensor") -> "Tensor":
         return self.view(other.shape)
 
-    reshape_as = view_as
+    def reshape_as(self, other: "Tensor") -> "Tensor":
+        return self.reshape(other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
         nd = self._data.ndim
@@ -1106,12 +1171,12 @@ class Tensor:
         if s > e:
             raise RuntimeError("flatten: start_dim cannot come after end_dim")
         shp = self._data.shape
-        return self.view(shp[:s] + (int(np.prod(shp[s:e + 1])),) + shp[e + 1:])
+        return self.reshape(shp[:s] + (int(np.prod(shp[s:e + 1])),) + shp[e + 1:])
 
     def unflatten(self, dim: int, sizes) -> "Tensor":
         shp = self._data.shape
         d = _norm_dim(dim, len(shp), "unflatten")
-        return self.view(shp[:d] + tuple(sizes) + shp[d + 1:])
+        return self.reshape(shp[:d] + tuple(sizes) + shp[d + 1:])
 
     def transpose(self, dim0: int, dim1: int) -> "Tensor":
         nd = self._data.ndim
@@ -1143,7 +1208,9 @@ class Tensor:
         if sorted(dims) != list(range(nd)):
             raise RuntimeError(f"permute: dims {dims} are not a permutation of {nd} dimensions")
         inv = tuple(np.argsort(dims))
-        return apply_op(self._data.transpose(dims), (self,), lambda g: (g.transpose(inv),), "Permute")
+        t = apply_op(self._data.transpose(dims), (self,), lambda g: (g.transpose(inv),), "Permute")
+        share_version(self, t)
+        return t
 
     def contiguous(self, memory_format=None) -> "Tensor":
         if self._data.flags.c_contiguous:
@@ -1203,13 +1270,13 @@ class Tensor:
                                "of dimensions of tensor")
         xs = x.reshape((1,) * (len(sizes) - x.ndim) + x.shape)
         out = np.tile(xs, sizes)
-        shape = xs.shape
+        shape, xshape = xs.shape, x.shape  # shapes only: backward keeps no array
 
         def backward(g):
             split = []
             for r, s in zip(sizes, shape):
                 split += [r, s]
-            return (g.reshape(split).sum(axis=tuple(range(0, 2 * len(sizes), 2))).reshape(x.shape),)
+            return (g.reshape(split).sum(axis=tuple(range(0, 2 * len(sizes), 2))).reshape(xshape),)
 
         return apply_op(out, (self,), backward, "Repeat")
 
@@ -1260,7 +1327,8 @@ class Tensor:
             raise RuntimeError(f"{name.lower()}: input tensor must have at least 2 dimensions")
         keep = fn(np.ones(x.shape[-2:], bool), diagonal)
         out = np.where(keep, x, np.zeros((), x.dtype))
-        return apply_op(out, (self,), lambda g: (np.where(keep, g, 0),), name)
+        # backward rebuilds the mask (torch saves only the diagonal)
+        return apply_op(out, (self,), lambda g: (np.where(fn(np.ones(g.shape[-2:], bool), diagonal), g, 0),), name)
 
     def tril_(self, diagonal: int = 0) -> "Tensor":
         self._check_inplace("tril_")
@@ -1288,7 +1356,10 @@ class Tensor:
             _check_index_dtype(key)
             out = np.asarray(x[key])
         if not (_grad_enabled[0] and self.requires_grad):
-            return _wrap(out)
+            t = _wrap(out)
+            if basic:
+                share_version(self, t)
+            return t
         shape, dtype = x.shape, x.dtype
 
         def backward(g):
@@ -1299,7 +1370,10 @@ class Tensor:
                 np.add.at(grad, key, g)
             return (grad,)
 
-        return apply_op(out, (self,), backward, "Index")
+        t = apply_op(out, (self,), backward, "Index")
+        if basic:
+            share_version(self, t)
+        return t
 
     def __setitem__(self, idx, value) -> None:
         key = _index_to_numpy(idx)
@@ -1361,17 +1435,35 @@ class Tensor:
         return apply_op(x[key], (self,), backward, "Gather")
 
     def scatter(self, dim: int, index, src) -> "Tensor":
+        """Out-of-place scatter; gradients as torch: self gets g with the
+        written positions zeroed, a Tensor src gets g gathered at index."""
         x = self._data.copy()
         d = _norm_dim(dim, x.ndim, "scatter")
         idx = _data_of(index)
         key = _along_axis_key(idx, d)
-        if isinstance(src, Tensor):
-            x[key] = src._data[tuple(slice(0, s) for s in idx.shape)]
+        src_t = src if isinstance(src, Tensor) else None
+        region = tuple(slice(0, n) for n in idx.shape)
+        if src_t is not None:
+            x[key] = src_t._data[region]
         else:
             x[key] = src
-        return _wrap(x)
+        sshape = None if src_t is None else src_t._data.shape
+
+        def backward(g):
+            gs = g.copy()
+            gs[key] = 0
+            gsrc = None
+            if src_t is not None:
+                gsrc = np.zeros(sshape, g.dtype)
+                gsrc[region] = g[key]
+            return gs, gsrc
+
+        return apply_op(x, (self, src_t), backward, "Scatter")
 
     def scatter_(self, dim: int, index, src) -> "Tensor":
+        self._check_inplace("scatter_")
+        if self._tracked(src if isinstance(src, Tensor) else None):
+            return self._become(self.scatter(dim, index, src))
         self._writable()[...] = self.scatter(dim, index, src)._data
         return self
 
@@ -1393,14 +1485,17 @@ class Tensor:
 
     # in-place random fills (used by nn.init; no graph)
     def uniform_(self, a: float = 0.0, b: float = 1.0, generator=None) -> "Tensor":
+        self._check_inplace("uniform_")
         self._writable()[...] = _gen(generator).uniform(a, b, self._data.shape)
         return self
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, generator=None) -> "Tensor":
+        self._check_inplace("normal_")
         self._writable()[...] = _gen(generator).normal(mean, std, self._data.shape)
         return self
 
     def bernoulli_(self, p: float = 0.5, generator=None) -> "Tensor":
+        self._check_inplace("bernoulli_")
         self._writable()[...] = _gen(generator).uniform(0.0, 1.0, self._data.shape) < p
         return self
 
@@ -1433,6 +1528,7 @@ def _rebuild(cls, data, requires_grad, state=None):
     t.grad = None
     t._node = None
     t._idx = 0
+    t._version = None
     if state:
         t.__dict__.update(state)
     return t
@@ -1483,6 +1579,7 @@ def _unary(x: Tensor, out: np.ndarray, backward, name: str) -> Tensor:
     t._data = out
     t.grad = None
     t._idx = 0
+    t._version = None
     if _grad_enabled[0] and x.requires_grad:
         t.requires_grad = True
         n = x._node
@@ -1524,6 +1621,14 @@ class _BinaryNode(Node):
     __slots__ = ("a", "b", "out", "sa", "sb")
     n_out = 1
     shapes = None
+
+    def _free(self) -> None:
+        if self.versions is not None:  # mul/div/pow: operands saved
+            self.a = self.b = self.out = None
+            self.versions = _FREED
+
+    def saves_array(self, arr: np.ndarray) -> bool:
+        return self.versions is not None and type(self) is _PowNode and self.out is arr
 
     def _finish(self, ga, gb):
         """Sum broadcast gradients back to the operand shapes."""
@@ -1573,7 +1678,7 @@ class _DivNode(_BinaryNode):
     def backward(self, g):
         e, b = self.edges, self.b
         ga = g / b if e[0] is not None else None
-        gb = -g * self.out / b if e[1] is not None else None
+        gb = -g * self.a / (b * b) if e[1] is not None else None
         return (ga, gb) if self.sa == self.sb else self._finish(ga, gb)
 
 
@@ -1597,6 +1702,15 @@ class _ScalarNode(Node):
     __slots__ = ("s", "a", "out")
     n_out = 1
     shapes = None
+    saves = False  # whether backward reads a / out
+    frees = False  # whether torch saves something (the scalar, as a tensor): a second backward then raises
+
+    def _free(self) -> None:
+        self.a = self.out = None
+        self.versions = _FREED
+
+    def saves_array(self, arr: np.ndarray) -> bool:
+        return self.saves and getattr(self, "out", None) is arr
 
 
 class _AddScalarNode(_ScalarNode):
@@ -1617,6 +1731,7 @@ class _RSubScalarNode(_ScalarNode):
 
 class _MulScalarNode(_ScalarNode):
     __slots__ = ()
+    frees = True
     op = "Mul"
 
     def backward(self, g):
@@ -1625,6 +1740,7 @@ class _MulScalarNode(_ScalarNode):
 
 class _DivScalarNode(_ScalarNode):
     __slots__ = ()
+    frees = True
     op = "Div"
 
     def backward(self, g):
@@ -1633,6 +1749,7 @@ class _DivScalarNode(_ScalarNode):
 
 class _RDivScalarNode(_ScalarNode):  # s / a
     __slots__ = ()
+    saves = frees = True
     op = "Div"
 
     def backward(self, g):
@@ -1641,6 +1758,7 @@ class _RDivScalarNode(_ScalarNode):  # s / a
 
 class _PowScalarNode(_ScalarNode):  # a ** s
     __slots__ = ()
+    saves = frees = True
     op = "Pow"
 
     def backward(self, g):
@@ -1654,6 +1772,7 @@ class _PowScalarNode(_ScalarNode):  # a ** s
 
 class _RPowScalarNode(_ScalarNode):  # s ** a
     __slots__ = ()
+    saves = frees = True
     op = "Pow"
 
     def backward(self, g):
@@ -1680,7 +1799,8 @@ def _make_arith(code: int, rev: bool):
     node_scalar = _SCALAR_NODES[code][rev]
     ufunc = _UFUNCS[code]
     saves = code >= _MUL
-    saves_scalar = code >= _DIV
+    saves_scalar = node_scalar.saves  # s / a, a ** s, s ** a read their operand / result in backward
+    frees_scalar = node_scalar.frees
 
     def arith(x: Tensor, other) -> Tensor:
         a = x._data
@@ -1703,6 +1823,7 @@ def _make_arith(code: int, rev: bool):
             t._data = out
             t.grad = None
             t._idx = 0
+            t._version = None
             if _grad_enabled[0] and (x.requires_grad or other.requires_grad):
                 n = _nnew(node_tt)
                 if x.requires_grad:
@@ -1724,6 +1845,16 @@ def _make_arith(code: int, rev: bool):
                     n.a = a
                     n.b = b
                     n.out = out
+                    # what torch saves: self if other needs grad, other if self does
+                    xv, ov = x._version, other._version
+                    if eb is None:
+                        n.versions = ((other, 0 if ov is None else ov[0]),)
+                    elif ea is None:
+                        n.versions = ((x, 0 if xv is None else xv[0]),)
+                    else:
+                        n.versions = ((x, 0 if xv is None else xv[0]), (other, 0 if ov is None else ov[0]))
+                else:
+                    n.versions = None
                 t.requires_grad = True
                 t._node = n
             else:
@@ -1755,6 +1886,7 @@ def _make_arith(code: int, rev: bool):
         t._data = out
         t.grad = None
         t._idx = 0
+        t._version = None
         if _grad_enabled[0] and x.requires_grad:
             n = _nnew(node_scalar)
             p = x._node
@@ -1765,6 +1897,7 @@ def _make_arith(code: int, rev: bool):
             if saves_scalar:
                 n.a = a
                 n.out = out
+            n.versions = () if frees_scalar else None  # () : freed after backward
             t.requires_grad = True
             t._node = n
         else:
@@ -1850,6 +1983,13 @@ class _ActivationNode(Node):
     def backward(self, g):
         return (_act_backward(g, self.saved, self.kind),)
 
+    def _free(self) -> None:
+        self.saved = None
+        self.versions = _FREED
+
+    def saves_array(self, arr: np.ndarray) -> bool:
+        return self.saved is arr
+
 
 _SAVES_OUTPUT = {}
 
@@ -1866,12 +2006,14 @@ def _activation(x: Tensor, kind: str) -> Tensor:
     t._data = out
     t.grad = None
     t._idx = 0
+    t._version = None
     if _grad_enabled[0] and x.requires_grad:
         n = _nnew(_ActivationNode)
         p = x._node
         n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
         n.dtype = out.dtype
         n.grad = n.mark = n.retained = None
+        n.versions = ()  # its saved input / output is freed after backward
         saves = _SAVES_OUTPUT.get(kind)
         if saves is None:
             saves = _SAVES_OUTPUT[kind] = K.activation_saves_output(kind)
@@ -1942,7 +2084,9 @@ def matmul(a, b) -> Tensor:
         da, db = K.matmul_backward(g.reshape(out.shape), a2, b2, ra, rb)
         return (None if da is None else da.reshape(ad.shape), None if db is None else db.reshape(bd.shape))
 
-    return apply_op(final, (a, b), backward, "Matmul")
+    # what torch saves: a if b needs grad, b if a does (checked against in-place changes)
+    saved = (b,) if not rb else (a,) if not ra else (a, b)
+    return apply_op(final, (a, b), backward, "Matmul", saved=saved)
 
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
@@ -2123,7 +2267,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     except ValueError as e:
         raise RuntimeError(f"cat: sizes of tensors must match except in dimension {dim} "
                            f"(got {[tuple(t.shape) for t in ts]})") from e
-    bounds = np.cumsum([t._data.shape[d] for t in ts])[:-1]
+    bounds = tuple(int(b) for b in np.cumsum([t._data.shape[d] for t in ts])[:-1])
     return apply_op(out, tuple(ts), lambda g: tuple(np.split(g, bounds, axis=d)), "Cat")
 
 
@@ -2260,4 +2404,5 @@ __all__ = [_n for _n, _v in list(globals().items())
            if not _n.startswith("_") and _n not in ("annotations", "np", "numbers", "K", "Any", "List",
                                                     "Optional", "Sequence", "Tuple", "Union", "Node",
                                                     "apply_op", "edge_of", "is_grad_enabled", "no_grad",
-                                                    "run_backward")]
+                                                    "run_backward", "bump_version", "saved_versions",
+                                                    "share_version")]

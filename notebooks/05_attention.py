@@ -253,7 +253,7 @@ with torch.no_grad():
 y_lib, w_lib = lib(x, x, x, key_padding_mask=masks.key_padding_mask(tgt, PAD), attn_mask=masks.causal_mask(6),
                    average_attn_weights=False)
 np.testing.assert_allclose(y_lib.detach().numpy(), y.detach().numpy(), rtol=1e-5, atol=1e-6)
-np.testing.assert_allclose(w_lib.numpy(), mha.weights.detach().numpy(), rtol=1e-5, atol=1e-6)
+np.testing.assert_allclose(w_lib.detach().numpy(), mha.weights.detach().numpy(), rtol=1e-5, atol=1e-6)
 print("nn.MultiheadAttention: outputs and per-head weights match ✓")
 
 # and the gradients with respect to every weight

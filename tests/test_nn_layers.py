@@ -33,7 +33,7 @@ def test_linear_init_matches_torch_bounds():
     ct.manual_seed(0)
     m = nn.Linear(400, 300)
     bound = 1 / math.sqrt(400)  # kaiming_uniform_(a=sqrt(5)) gives exactly 1/sqrt(fan_in)
-    w, b = m.weight.numpy(), m.bias.numpy()
+    w, b = m.weight.detach().numpy(), m.bias.detach().numpy()
     assert w.shape == (300, 400) and b.shape == (300,) and w.dtype == np.float32
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.99 * bound
     assert np.abs(b).max() <= bound and np.abs(b).max() > 0.95 * bound
@@ -69,7 +69,7 @@ def test_embedding_parity(dtype, padding_idx):
 def test_embedding_init_zeroes_padding_row_and_is_standard_normal():
     ct.manual_seed(1)
     m = nn.Embedding(2000, 16, padding_idx=3)
-    w = m.weight.numpy()
+    w = m.weight.detach().numpy()
     assert np.all(w[3] == 0)
     assert abs(w.mean()) < 0.02 and abs(w.std() - 1) < 0.02
     ref = torch_reference(lambda torch: dict(repr=repr(torch.nn.Embedding(2000, 16, padding_idx=3))))
@@ -83,7 +83,7 @@ def test_embedding_from_pretrained():
     np.testing.assert_array_equal(m(ct.tensor([2, 0])).numpy(), [[5, 6], [1, 2]])
     m2 = nn.Embedding.from_pretrained(w, freeze=False, padding_idx=1)
     assert m2.weight.requires_grad and m2.padding_idx == 1
-    np.testing.assert_array_equal(m2.weight.numpy()[1], [3, 4])  # the padding row is left as given
+    np.testing.assert_array_equal(m2.weight.detach().numpy()[1], [3, 4])  # the padding row is left as given
     out = m2(ct.tensor([1, 1, 2]))
     out.sum().backward()
     np.testing.assert_array_equal(m2.weight.grad.numpy(), [[0, 0], [0, 0], [1, 1]])
@@ -163,22 +163,22 @@ def test_dropout_eval_is_identity_and_train_masks():
     d.train()
     ct.manual_seed(0)
     y = d(x)
-    kept = y.numpy() != 0
+    kept = y.detach().numpy() != 0
     assert abs(kept.mean() - 0.7) < 0.02
-    np.testing.assert_allclose(y.numpy()[kept], x.numpy()[kept] / 0.7, rtol=1e-6)
+    np.testing.assert_allclose(y.detach().numpy()[kept], x.detach().numpy()[kept] / 0.7, rtol=1e-6)
     g = np.random.default_rng(0).standard_normal(y.shape).astype(np.float32)
     y.backward(ct.tensor(g))
     np.testing.assert_allclose(x.grad.numpy(), np.where(kept, g / 0.7, 0), rtol=1e-6)
     ct.manual_seed(0)
-    np.testing.assert_array_equal(d(x).numpy(), y.numpy())  # reproducible after manual_seed
-    assert not np.array_equal(d(x).numpy(), y.numpy())  # fresh mask per call
+    np.testing.assert_array_equal(d(x).detach().numpy(), y.detach().numpy())  # reproducible after manual_seed
+    assert not np.array_equal(d(x).detach().numpy(), y.detach().numpy())  # fresh mask per call
 
 
 def test_dropout_edge_probabilities():
     x = ct.randn(4, 4, requires_grad=True)
     assert nn.Dropout(0.0)(x) is x
     y = nn.Dropout(1.0)(x)
-    assert np.all(y.numpy() == 0)
+    assert np.all(y.detach().numpy() == 0)
     y.sum().backward()
     assert np.all(x.grad.numpy() == 0)
     with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"):

@@ -104,7 +104,7 @@ def test_load_state_dict_reports_every_problem_at_once():
     sd["blocks.9.x"] = ct.zeros(1)
     sd["blocks.1.proj.weight"] = ct.zeros(3, 4)
     sd["heads.a.bias"] = np.zeros(5, np.float32)
-    before = cm.blocks[0].proj.weight.numpy().copy()
+    before = cm.blocks[0].proj.weight.detach().numpy().copy()
     sd["blocks.0.proj.weight"] = ct.ones(4, 4)
     with pytest.raises(RuntimeError) as err:
         cm.load_state_dict(sd)
@@ -114,7 +114,7 @@ def test_load_state_dict_reports_every_problem_at_once():
     assert 'Unexpected key(s) in state_dict: "blocks.9.x".' in msg
     assert "size mismatch for blocks.1.proj.weight: copying a param with shape ctransformer.Size([3, 4])" in msg
     assert "size mismatch for heads.a.bias" in msg and "current model is ctransformer.Size([3])" in msg
-    np.testing.assert_array_equal(cm.blocks[0].proj.weight.numpy(), before)  # nothing was copied
+    np.testing.assert_array_equal(cm.blocks[0].proj.weight.detach().numpy(), before)  # nothing was copied
 
     with pytest.raises(RuntimeError, match="size mismatch") as err:
         cm.load_state_dict(sd, strict=False)  # shapes are checked even when not strict
@@ -124,7 +124,7 @@ def test_load_state_dict_reports_every_problem_at_once():
     assert res.missing_keys == ["blocks.0.proj.bias", "out.weight", "blocks.1.proj.weight", "heads.a.bias"] or \
         set(res.missing_keys) == {"blocks.0.proj.bias", "out.weight", "blocks.1.proj.weight", "heads.a.bias"}
     assert res.unexpected_keys == ["blocks.9.x"]
-    np.testing.assert_array_equal(cm.blocks[0].proj.weight.numpy(), np.ones((4, 4)))
+    np.testing.assert_array_equal(cm.blocks[0].proj.weight.detach().numpy(), np.ones((4, 4)))
     assert repr(nn.Linear(2, 2).load_state_dict(nn.Linear(2, 2).state_dict())) == "<All keys matched successfully>"
 
 
@@ -144,7 +144,7 @@ def test_load_state_dict_casts_dtype_and_accepts_numpy():
     m = nn.Linear(2, 2)
     m.load_state_dict({"weight": np.eye(2), "bias": np.array([1, 2])})
     assert m.weight.dtype == np.float32 and m.bias.dtype == np.float32
-    np.testing.assert_array_equal(m.bias.numpy(), [1, 2])
+    np.testing.assert_array_equal(m.bias.detach().numpy(), [1, 2])
 
 
 def test_setattr_registration_rules():
@@ -184,11 +184,11 @@ def test_parameter_is_a_shared_tensor():
     t = ct.randn(3, 4)
     p = nn.Parameter(t)
     assert isinstance(p, ct.Tensor) and p.requires_grad and p.is_leaf
-    assert np.shares_memory(p.numpy(), t.numpy())
+    assert np.shares_memory(p.detach().numpy(), t.detach().numpy())
     assert not nn.Parameter(t, requires_grad=False).requires_grad
     assert repr(p).startswith("Parameter containing:\ntensor(")
     view = nn.Parameter(ct.from_numpy(np.zeros((4, 3), np.float32).T))
-    assert view.numpy().flags.c_contiguous  # kernels update parameters in place
+    assert view.detach().numpy().flags.c_contiguous  # kernels update parameters in place
     out = (p * 2).sum()
     assert type(p * 2) is ct.Tensor
     out.backward()
@@ -225,7 +225,7 @@ def test_to_double_float_keeps_parameter_objects():
     assert m.blocks[0].pos.dtype == np.float64
     assert m.out.weight is m.embed.weight
     m.to(ct.float32)
-    assert w.dtype == np.float32 and w.numpy().flags.c_contiguous
+    assert w.dtype == np.float32 and w.detach().numpy().flags.c_contiguous
     assert m.to("cpu") is m and m.cpu() is m
     with pytest.raises(RuntimeError, match="CPU only"):
         m.to("cuda")
@@ -243,7 +243,7 @@ def test_deepcopy_preserves_ties_and_is_independent():
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     with ct.no_grad():
         m2.blocks[0].proj.weight.fill_(0)
-    assert np.any(m.blocks[0].proj.weight.numpy() != 0)
+    assert np.any(m.blocks[0].proj.weight.detach().numpy() != 0)
 
 
 def test_sequential_containers_like_torch():
@@ -261,7 +261,7 @@ def test_sequential_containers_like_torch():
     s.append(nn.Sigmoid())
     assert len(s) == 4 and list(s._modules) == ["0", "1", "2", "3"]
     x = ct.randn(4, 2)
-    np.testing.assert_allclose(s(x).numpy(), s[3](s[2](s[1](s[0](x)))).numpy())
+    np.testing.assert_allclose(s(x).detach().numpy(), s[3](s[2](s[1](s[0](x)))).detach().numpy())
 
     ml = nn.ModuleList([nn.Linear(1, 1)])
     ml.append(nn.Linear(1, 2))

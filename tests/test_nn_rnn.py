@@ -375,19 +375,19 @@ def test_dropout_between_layers_only_in_training():
     x = ct.randn(5, 2, 3)
     m.eval()
     a, b = m(x)[0], m(x)[0]
-    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
     no_drop = nn.GRU(3, 4, num_layers=2)
     no_drop.load_state_dict(m.state_dict())
-    np.testing.assert_allclose(no_drop(x)[0].numpy(), a.numpy(), rtol=0, atol=0)
+    np.testing.assert_allclose(no_drop(x)[0].detach().numpy(), a.detach().numpy(), rtol=0, atol=0)
     m.train()
     ct.manual_seed(5)
     c = m(x)[0]
     ct.manual_seed(5)
     d = m(x)[0]
     e = m(x)[0]
-    np.testing.assert_array_equal(c.numpy(), d.numpy())       # seeded from the default generator
-    assert not np.allclose(c.numpy(), a.numpy())                # dropout changed the result
-    assert not np.array_equal(d.numpy(), e.numpy())             # a fresh mask per call
+    np.testing.assert_array_equal(c.detach().numpy(), d.detach().numpy())       # seeded from the default generator
+    assert not np.allclose(c.detach().numpy(), a.detach().numpy())                # dropout changed the result
+    assert not np.array_equal(d.detach().numpy(), e.detach().numpy())             # a fresh mask per call
 
 
 def test_dropout_one_matches_torch():
@@ -505,5 +505,5 @@ def test_nan_input_propagates():
     x = ct.randn(T, B, I)
     x.data[2, 1, 0] = float("nan")
     out, (h, c) = m(x)
-    o = out.numpy()
+    o = out.detach().numpy()
     assert np.isnan(o[2:, 1]).all() and np.isfinite(o[:2]).all() and np.isfinite(o[:, [0, 2]]).all()

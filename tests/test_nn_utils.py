@@ -174,7 +174,7 @@ def test_init_distributions(name, kwargs, bound_or_std):
 
 def test_simple_inits_in_place_without_graph():
     p = nn.Parameter(ct.zeros(3, 4))
-    arr = p.numpy()
+    arr = p.detach().numpy()
     assert nn.init.ones_(p) is p and np.all(arr == 1) and p.is_leaf and p.requires_grad
     nn.init.constant_(p, 0.25)
     assert np.all(arr == 0.25)

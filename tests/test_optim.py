@@ -69,7 +69,7 @@ def run_parity(name, kwargs, dtype=np.float32, steps=5, groups=False, skip_grad=
             c.grad = None if g is None else ct.tensor(g)
         c_opt.step()
         for i, (c, t) in enumerate(zip(cp, t_params)):
-            np.testing.assert_allclose(c.numpy(), t, **tol, err_msg=f"param {i} at step {step}")
+            np.testing.assert_allclose(c.detach().numpy(), t, **tol, err_msg=f"param {i} at step {step}")
     c_sd = c_opt.state_dict()
     t_keys = [int(k) for k in ref["state_keys"]]
     assert sorted(c_sd["state"]) == sorted(t_keys)
@@ -195,7 +195,7 @@ def test_state_dict_resume_equals_uninterrupted():
     assert opt_b.state[p_b[0]]["exp_avg"] is not sd["state"][0]["exp_avg"]  # copied
     run(p_b, opt_b, grads[3:])
     for a, b in zip(p_full, p_b):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 
 
 def test_load_torch_state_dict_values():
@@ -231,7 +231,7 @@ def test_load_torch_state_dict_values():
         c.grad = ct.full(tuple(c.shape), 0.5)
     c_opt.step()
     for t, c in zip(ref["second"], cp):
-        np.testing.assert_allclose(c.numpy(), t, **F32)
+        np.testing.assert_allclose(c.detach().numpy(), t, **F32)
 
 
 def arrays_dict(arrays):
@@ -283,7 +283,7 @@ def test_optimizer_argument_errors():
 
 def test_step_updates_in_place_and_closure():
     p = nn.Parameter(ct.tensor([1.0, 2.0]))
-    arr = p.numpy()
+    arr = p.detach().numpy()
     opt = ct.optim.SGD([p], lr=0.5)
 
     def closure():
@@ -294,8 +294,8 @@ def test_step_updates_in_place_and_closure():
 
     loss = opt.step(closure)
     assert loss.item() == 5.0
-    assert p.numpy() is arr  # same storage, updated in place
-    np.testing.assert_allclose(p.numpy(), [0.0, 0.0])
+    assert p.detach().numpy() is arr  # same storage, updated in place
+    np.testing.assert_allclose(p.detach().numpy(), [0.0, 0.0])
 
 
 # ------------------------------------------------------------------ schedulers

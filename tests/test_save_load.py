@@ -108,7 +108,7 @@ def test_parameters_stay_parameters_and_state_dict_is_plain(tmp_path):
     back = ct.load(tmp_path / "p.bin")
     assert isinstance(back["w"], nn.Parameter) and back["w"].requires_grad
     assert not isinstance(back["sd"]["weight"], nn.Parameter) and not back["sd"]["weight"].requires_grad
-    arr = back["w"].numpy()
+    arr = back["w"].detach().numpy()
     assert arr.flags.c_contiguous and arr.flags.writeable
 
 

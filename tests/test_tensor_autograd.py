@@ -290,7 +290,7 @@ def test_pickle_roundtrip():
               ct.zeros(2, 3, dtype=ct.float64)):
         u = pickle.loads(pickle.dumps(t))
         assert u.dtype == t.dtype and u.shape == t.shape and u.requires_grad == t.requires_grad
-        np.testing.assert_array_equal(u.numpy(), t.numpy())
+        np.testing.assert_array_equal(u.detach().numpy(), t.detach().numpy())
 
 
 # ---------------------------------------------------------------- autograd API
@@ -308,11 +308,11 @@ def test_gradcheck_detects_a_wrong_gradient():
         return ct.autograd.apply_op(x._data ** 2, (x,), lambda g: (g * x._data,), "Wrong")
 
     x = ct.tensor([1.0, 2.0], dtype=ct.float64, requires_grad=True)
-    with pytest.raises(AssertionError, match="does not match"):
+    with pytest.raises(RuntimeError, match="Jacobian mismatch for output 0 with respect to input 0"):
         gradcheck(wrong, (x,))
     assert not gradcheck(wrong, (x,), raise_exception=False)
-    with pytest.raises(TypeError, match="float64"):
-        gradcheck(lambda a: a * 2, (ct.ones(2, requires_grad=True),))
+    with pytest.warns(UserWarning, match="not a double precision"):  # torch warns, then the check may fail
+        gradcheck(lambda a: a * 2, (ct.ones(2, requires_grad=True),), raise_exception=False)
 
 
 def test_multi_output_op_gradients():

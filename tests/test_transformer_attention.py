@@ -465,12 +465,12 @@ def test_mha_gradcheck_float64_with_masks():
     assert ct.autograd.gradcheck(f, (q, k, v, *params))
 
 
-def test_mha_gradient_through_weights_is_refused():
-    m = ours_mha()
-    x = ct.randn(3, 2, 8, requires_grad=True)
-    _, w = m(x, x, x)
-    with pytest.raises(RuntimeError, match="gradients through the returned attention weights are not supported"):
-        w.sum().backward()
+def test_mha_gradient_through_weights():
+    # as torch: the returned weights are differentiable (averaged and per head)
+    m = ours_mha().double()
+    x = ct.randn(3, 2, 8, dtype=ct.float64, requires_grad=True)
+    assert ct.autograd.gradcheck(lambda x: m(x, x, x)[1], (x,))
+    assert ct.autograd.gradcheck(lambda x: m(x, x, x, average_attn_weights=False)[1], (x,))
 
 
 def test_mha_bad_input():

@@ -19,9 +19,10 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import kernels as K
-from ..autograd import apply_op
+from ..autograd import _grad_enabled, apply_op
 from ..random import default_generator
 from ..tensor import Tensor, _unbroadcast
+from ._attention_grad import dropout_factors, mha_composite, mha_composite_grads, sdpa_mask_grad
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -53,6 +54,13 @@ def _mask_array(mask, fn: str, arg: str, dtype: np.dtype) -> Optional[np.ndarray
     if m.dtype.kind != "f":
         raise TypeError(f"{fn}: {arg} must have dtype bool or a float dtype, got {m.dtype}")
     return m.astype(dtype, copy=False)
+
+
+def _grad_mask(mask) -> Optional[Tensor]:
+    """``mask`` when it is a float Tensor that will need a gradient."""
+    if isinstance(mask, Tensor) and mask.requires_grad and _grad_enabled[0] and mask.dtype.kind == "f":
+        return mask
+    return None
 
 
 def _dropout_seed(dropout_p: float, fn: str) -> int:
@@ -138,14 +146,21 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     q4, k4, v4 = to4(q, L, E), to4(k, S, E), to4(v, S, Ev)
     opts = dict(mask=mask, is_causal=is_causal, scale=scale, dropout_p=float(dropout_p), seed=seed)
     out, probs = K.sdpa_forward(q4, k4, v4, **opts)
+    mask_t = _grad_mask(attn_mask)  # a learned additive bias: its gradient is d loss / d scores
 
     def backward(g):
-        dq, dk, dv = K.sdpa_backward(np.ascontiguousarray(g).reshape(B, H, L, Ev), q4, k4, v4, probs, **opts)
-        return (_unbroadcast(dq.reshape(lead + (L, E)), q.shape),
-                _unbroadcast(dk.reshape(lead + (S, E)), k.shape),
-                _unbroadcast(dv.reshape(lead + (S, Ev)), v.shape))
+        g4 = np.ascontiguousarray(g).reshape(B, H, L, Ev)
+        dq, dk, dv = K.sdpa_backward(g4, q4, k4, v4, probs, **opts)
+        grads = (_unbroadcast(dq.reshape(lead + (L, E)), q.shape),
+                 _unbroadcast(dk.reshape(lead + (S, E)), k.shape),
+                 _unbroadcast(dv.reshape(lead + (S, Ev)), v.shape))
+        if mask_t is None:
+            return grads
+        dS = sdpa_mask_grad(g4, q4, k4, v4, mask, scale, float(dropout_p), seed)
+        return grads + (_unbroadcast(dS.reshape(lead + (L, S)), mask_t.shape),)
 
-    return apply_op(out.reshape(lead + (L, Ev)), (q, k, v), backward, name="ScaledDotProductAttention")
+    parents = (q, k, v) if mask_t is None else (q, k, v, mask_t)
+    return apply_op(out.reshape(lead + (L, Ev)), parents, backward, name="ScaledDotProductAttention")
 
 
 # ---------------------------------------------------------------- multi-head attention
@@ -191,12 +206,14 @@ def _mha_mask(attn_mask: Optional[np.ndarray], key_padding_mask: Optional[np.nda
 def _mha(query: Tensor, key: Tensor, value: Tensor, num_heads: int, q_w: Optional[Tensor],
          k_w: Optional[Tensor], v_w: Optional[Tensor], in_w: Optional[Tensor], in_b: Optional[Tensor],
          out_w: Tensor, out_b: Optional[Tensor], mask: Optional[np.ndarray], is_causal: bool,
-         dropout_p: float, need_weights: bool, average_attn_weights: bool, fn: str
-         ) -> Tuple[Tensor, Optional[Tensor]]:
+         dropout_p: float, need_weights: bool, average_attn_weights: bool, fn: str,
+         grad_masks: Optional["_GradMasks"] = None) -> Tuple[Tensor, Optional[Tensor]]:
     """Batch-first multi-head attention as ONE autograd op around
     mha_forward / mha_backward.  query (B, L, E), key (B, S, Ek), value
     (B, S, Ev); mask in the kernel's polarity.  -> (out (B, L, E), weights
-    (B, L, S) averaged or (B, H, L, S), or None)."""
+    (B, L, S) averaged or (B, H, L, S), or None).  Masks that require grad
+    (``grad_masks``) and a gradient on the weights are differentiated
+    through the composite re-run (nn._attention_grad)."""
     seed = _dropout_seed(dropout_p, fn)
     arr = lambda t: None if t is None else t._data  # noqa: E731
     weights = dict(in_proj_weight=arr(in_w), in_proj_bias=arr(in_b))
@@ -207,14 +224,26 @@ def _mha(query: Tensor, key: Tensor, value: Tensor, num_heads: int, q_w: Optiona
     attn = None
     if need_weights:
         attn = saved.probs.mean(axis=1) if average_attn_weights else saved.probs
-    parents = (query, key, value, q_w, k_w, v_w, in_w, in_b, out_w, out_b)
+    gm = grad_masks.tensors if grad_masks is not None else ()
+    parents = (query, key, value, q_w, k_w, v_w, in_w, in_b, out_w, out_b) + gm
+    H = num_heads
+
+    def run(qq, kk, vv, qw, kw, vw, iw, ib, ow, ob, *ms):
+        E = qq.shape[-1]
+        w = (qw, kw, vw) if iw is None else (iw[:E], iw[E:2 * E], iw[2 * E:])
+        b = (None, None, None) if ib is None else (ib[:E], ib[E:2 * E], ib[2 * E:])
+        mult = dropout_factors((qq.shape[0], H, qq.shape[1], kk.shape[1]), qq.dtype, dropout_p, seed)
+        return mha_composite(qq, kk, vv, H, w, b, ow, ob, grad_masks.const if grad_masks else _additive(mask),
+                             grad_masks.shaped(ms) if grad_masks else [], is_causal, mult, average_attn_weights)
 
     def backward(g):
+        g_attn = None
         if need_weights:
             g, g_attn = g
-            if np.any(g_attn):
-                raise RuntimeError(f"{fn}: gradients through the returned attention weights are not "
-                                   "supported (they are an output for inspection); use the attention output")
+            if not np.any(g_attn):
+                g_attn = None
+        if g_attn is not None or gm:
+            return mha_composite_grads(parents, g, g_attn, run)
         gr = K.mha_backward(np.ascontiguousarray(g), *args, saved, **opts, **weights)
         packed = in_w is not None
         return (gr.query, gr.key, gr.value,
@@ -230,8 +259,8 @@ def _mha(query: Tensor, key: Tensor, value: Tensor, num_heads: int, q_w: Optiona
 
 def _mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: Tensor, in_b: Optional[Tensor],
                 out_w: Tensor, out_b: Optional[Tensor], mask: Optional[np.ndarray], is_causal: bool,
-                dropout_p: float, need_weights: bool, average_attn_weights: bool, seq_first: bool, fn: str
-                ) -> Tuple[Tensor, Optional[Tensor]]:
+                dropout_p: float, need_weights: bool, average_attn_weights: bool, seq_first: bool, fn: str,
+                grad_masks: Optional["_GradMasks"] = None) -> Tuple[Tensor, Optional[Tensor]]:
     """Self-attention (``memory`` None: key = value = query) or cross-attention
     (key = value = memory) with the packed in_proj_weight, as ONE autograd op
     around mha_packed_forward / mha_packed_backward, in the inputs' own layout
@@ -248,14 +277,31 @@ def _mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: T
         if dropout_p > 0:
             attn = K.dropout_forward(attn, dropout_p, seed)[0]
         attn = attn.mean(axis=1) if average_attn_weights else attn
-    parents = (query, memory, in_w, in_b, out_w, out_b)
+    gm = grad_masks.tensors if grad_masks is not None else ()
+    parents = (query, memory, in_w, in_b, out_w, out_b) + gm
+    H = num_heads
+
+    def run(qq, mem, iw, ib, ow, ob, *ms):
+        kv = qq if mem is None else mem
+        qb, kvb = (qq.transpose(0, 1), kv.transpose(0, 1)) if seq_first else (qq, kv)
+        E = qb.shape[-1]
+        w = (iw[:E], iw[E:2 * E], iw[2 * E:])
+        b = (None, None, None) if ib is None else (ib[:E], ib[E:2 * E], ib[2 * E:])
+        mult = dropout_factors((qb.shape[0], H, qb.shape[1], kvb.shape[1]), qb.dtype, dropout_p, seed)
+        out, w_attn = mha_composite(qb, kvb, kvb, H, w, b, ow, ob,
+                                    grad_masks.const if grad_masks else _additive(mask),
+                                    grad_masks.shaped(ms) if grad_masks else [], is_causal, mult,
+                                    average_attn_weights)
+        return (out.transpose(0, 1) if seq_first else out), w_attn
 
     def backward(g):
+        g_attn = None
         if need_weights:
             g, g_attn = g
-            if np.any(g_attn):
-                raise RuntimeError(f"{fn}: gradients through the returned attention weights are not "
-                                   "supported (they are an output for inspection); use the attention output")
+            if not np.any(g_attn):
+                g_attn = None
+        if g_attn is not None or gm:
+            return mha_composite_grads(parents, g, g_attn, run)
         gr = K.mha_packed_backward(np.ascontiguousarray(g), *args, saved, seq_first=seq_first, **opts,
                                    need_dquery=query.requires_grad,
                                    need_dkv=memory is not None and memory.requires_grad)
@@ -265,6 +311,46 @@ def _mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: T
         out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention")
         return out_t, attn_t
     return apply_op(out, parents, backward, name="MultiheadAttention"), None
+
+
+def _additive(mask: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """A kernel-polarity mask (bool True = takes part, or float added) as an
+    additive float mask (bool -> 0 / -inf)."""
+    if mask is None or mask.dtype != np.bool_:
+        return mask
+    return np.where(mask, 0.0, -np.inf)
+
+
+class _GradMasks:
+    """The float attn_mask / key_padding_mask Tensors that require grad
+    (parents of the attention op), and the additive constant made of the
+    other mask, for the composite re-run that differentiates them."""
+
+    def __init__(self, tensors: tuple, kinds: tuple, const: Optional[np.ndarray], B: int, H: int,
+                 L: int, S: int) -> None:
+        self.tensors, self.kinds, self.const = tensors, kinds, const
+        self.B, self.H, self.L, self.S = B, H, L, S
+
+    @classmethod
+    def build(cls, attn_mask, key_padding_mask, am, kpm, B: int, H: int, L: int, S: int, dtype,
+              fn: str) -> Optional["_GradMasks"]:
+        ga, gk = _grad_mask(attn_mask), _grad_mask(key_padding_mask)
+        if ga is None and gk is None:
+            return None
+        const = _additive(_mha_mask(None if ga is not None else am, None if gk is not None else kpm,
+                                    B, H, L, S, dtype, fn))
+        pairs = [(t, kind) for t, kind in ((ga, "attn"), (gk, "kpm")) if t is not None]
+        return cls(tuple(t for t, _ in pairs), tuple(k for _, k in pairs), const, B, H, L, S)
+
+    def shaped(self, leaves) -> list:
+        """The mask leaves reshaped to broadcast against (B, H, L, S) scores."""
+        out = []
+        for m, kind in zip(leaves, self.kinds):
+            if kind == "attn":
+                out.append(m if m.ndim == 2 else m.reshape(self.B, self.H, self.L, self.S))
+            else:
+                out.append(m.reshape(self.B, 1, 1, self.S))
+        return out
 
 
 def _check_param(t, fn: str, arg: str, shape: tuple, ref: Tensor) -> None:
@@ -365,6 +451,7 @@ def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: i
             raise ValueError(f"{fn}: for unbatched (2-D) query, key_padding_mask must be 1-D (S,), got "
                              f"{kpm.ndim}-D of shape {tuple(kpm.shape)}")
     mask = _mha_mask(am, kpm, B, num_heads, L, S, q.dtype, fn)
+    gms = _GradMasks.build(attn_mask, key_padding_mask, am, kpm, B, num_heads, L, S, q.dtype, fn)
     # is_causal is torch's hint that attn_mask is causal: an explicit mask wins;
     # without one we apply the causal mask (torch raises instead).
     causal = bool(is_causal) and am is None
@@ -373,12 +460,13 @@ def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: i
         # The Transformer layers' case: self- or cross-attention on one packed
         # projection, computed in the inputs' own layout.
         return _mha_packed(q, None if q is k else k, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,
-                           out_proj_bias, mask, causal, p, need_weights, average_attn_weights, not batch_first, fn)
+                           out_proj_bias, mask, causal, p, need_weights, average_attn_weights, not batch_first, fn,
+                           gms)
     qb, kb, vb = (_to_batch_first(t, nd, batch_first) for t in (q, k, v))
     out, attn = _mha(qb, kb, vb, num_heads, q_proj_weight if in_proj_weight is None else None,
                      k_proj_weight if in_proj_weight is None else None,
                      v_proj_weight if in_proj_weight is None else None, in_proj_weight, in_proj_bias,
-                     out_proj_weight, out_proj_bias, mask, causal, p, need_weights, average_attn_weights, fn)
+                     out_proj_weight, out_proj_bias, mask, causal, p, need_weights, average_attn_weights, fn, gms)
     out = _from_batch_first(out, nd, batch_first)
     if attn is not None and nd == 2:
         attn = attn.squeeze(0)

@@ -79,7 +79,13 @@ class Module:
             res = hook(self, args)
             if res is not None:
                 args = res if isinstance(res, tuple) else (res,)
-        out = self.forward(*args, **kwargs)
+        bw_hooks = self.__dict__.get("_backward_hooks")
+        if bw_hooks:
+            from ._backward_hooks import call_with_backward_hooks
+            out = call_with_backward_hooks(self, list(bw_hooks.values()), args,
+                                           lambda a: self.forward(*a, **kwargs))
+        else:
+            out = self.forward(*args, **kwargs)
         for hook in self.__dict__.get("_forward_hooks", {}).values():
             res = hook(self, args, out)
             if res is not None:
@@ -89,6 +95,18 @@ class Module:
     def register_forward_hook(self, hook: Callable) -> "_RemovableHandle":
         """``hook(module, args, output)`` runs after forward; a non-None result replaces the output."""
         return _RemovableHandle(self._forward_hooks, hook)
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> "_RemovableHandle":
+        """``hook(module, grad_input, grad_output)`` runs when the gradients
+        w.r.t. the module's positional Tensor inputs have been computed
+        (entries None where an input needs none); a tuple it returns
+        replaces grad_input.  grad_output: the gradients of the outputs."""
+        if "_backward_hooks" not in self.__dict__:
+            self.__dict__["_backward_hooks"] = OrderedDict()
+        handle = _RemovableHandle(self._backward_hooks, hook)
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
 
     def register_forward_pre_hook(self, hook: Callable) -> "_RemovableHandle":
         """``hook(module, args)`` runs before forward; a non-None result replaces the args."""

@@ -34,6 +34,7 @@ class Parameter(Tensor):
         t.grad = None
         t._node = None
         t._idx = 0
+        t._version = None
         t._retain = False
         if requires_grad:
             t.requires_grad_(True)

@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple, Union
 import numpy as np
 
 from .. import kernels as K
-from ..autograd import apply_op
+from ..autograd import apply_op, no_grad
 from ..random import default_generator
 from ..tensor import Tensor, get_default_dtype
 from .module import Module
@@ -99,8 +99,9 @@ class RNNBase(Module):
     def reset_parameters(self) -> None:
         """Every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H)), as torch."""
         stdv = 1.0 / math.sqrt(self.hidden_size)
-        for w in self.parameters():
-            w.uniform_(-stdv, stdv)
+        with no_grad():  # as torch's init.uniform_: an in-place fill of leaves that require grad
+            for w in self.parameters():
+                w.uniform_(-stdv, stdv)
 
     @property
     def _flat_weights(self) -> List[Parameter]:
@@ -310,8 +311,9 @@ class RNNCellBase(Module):
 
     def reset_parameters(self) -> None:
         stdv = 1.0 / math.sqrt(self.hidden_size)
-        for w in self.parameters():
-            w.uniform_(-stdv, stdv)
+        with no_grad():  # as torch's init.uniform_: an in-place fill of leaves that require grad
+            for w in self.parameters():
+                w.uniform_(-stdv, stdv)
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"

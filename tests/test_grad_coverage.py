@@ -1,0 +1,349 @@
+"""No silently missing gradient: every public differentiable op and module,
+with every float input requiring grad (float64), gives each input a
+gradient, and that gradient equals float64 central differences.
+
+The public surface is enumerated (``ctransformer`` functions, Tensor
+methods, ``nn.functional``, ``nn`` modules) and each name must either have
+a case here or be listed as not differentiable, with the reason: a new op
+without a case fails ``test_every_public_op_is_covered``.
+"""
+import inspect
+
+import numpy as np
+import pytest
+
+import ctransformer as ct
+import ctransformer.nn as nn
+import ctransformer.nn.functional as F
+from ctransformer.autograd import gradcheck
+
+_rng = np.random.default_rng(2024)
+
+
+def R(*shape, pos=False, lo=None):
+    """A float64 array: normal values, or positive ones (log, sqrt, ...)."""
+    a = _rng.standard_normal(shape)
+    if pos:
+        a = np.abs(a) + 0.5
+    return a
+
+
+IDX = np.array([[0, 2], [1, 0], [2, 1]])
+MASK = np.array([[True, False, True, False], [False, False, True, True], [True, True, False, False]])
+ROWS = np.array([2, 0, 2])
+
+# name -> (function of the float64 input Tensors, input arrays[, gradcheck kwargs])
+OPS = {
+    # ---- elementwise / arithmetic (ct.f and Tensor.f share the case)
+    "abs": (lambda x: x.abs(), [R(3, 4)]),
+    "absolute": (lambda x: x.absolute(), [R(3, 4)]),
+    "neg": (lambda x: ct.neg(x), [R(3, 4)]),
+    "negative": (lambda x: x.negative(), [R(3, 4)]),
+    "add": (lambda x, y: ct.add(x, y, alpha=2), [R(3, 4), R(4)]),
+    "sub": (lambda x, y: ct.sub(x, y), [R(3, 4), R(3, 1)]),
+    "subtract": (lambda x, y: x.subtract(y), [R(3, 4), R(4)]),
+    "mul": (lambda x, y: ct.mul(x, y), [R(3, 4), R(4)]),
+    "multiply": (lambda x, y: x.multiply(y), [R(3, 4), R(3, 4)]),
+    "div": (lambda x, y: ct.div(x, y), [R(3, 4), R(4, pos=True)]),
+    "divide": (lambda x, y: x.divide(y), [R(3, 4), R(3, 4, pos=True)]),
+    "true_divide": (lambda x, y: ct.true_divide(x, y), [R(3, 4), R(4, pos=True)]),
+    "pow": (lambda x, y: ct.pow(x, y), [R(3, 4, pos=True), R(4)]),
+    "pow_scalar": (lambda x: x ** 3 + 2.0 ** x + x.abs().pow(1.5), [R(3, 4)]),
+    "rsub_rdiv": (lambda x: (1.0 - x) + 2.0 / x.abs().add(0.5), [R(3, 4)]),
+    "remainder": (lambda x, y: x.remainder(y) + (x % 1.3), [R(3, 4, pos=True) * 3, R(4, pos=True)]),
+    "exp": (lambda x: ct.exp(x), [R(3, 4)]),
+    "log": (lambda x: ct.log(x), [R(3, 4, pos=True)]),
+    "log1p": (lambda x: ct.log1p(x), [R(3, 4, pos=True)]),
+    "sqrt": (lambda x: ct.sqrt(x), [R(3, 4, pos=True)]),
+    "rsqrt": (lambda x: ct.rsqrt(x), [R(3, 4, pos=True)]),
+    "square": (lambda x: ct.square(x), [R(3, 4)]),
+    "sin": (lambda x: ct.sin(x), [R(3, 4)]),
+    "cos": (lambda x: ct.cos(x), [R(3, 4)]),
+    "tanh": (lambda x: ct.tanh(x), [R(3, 4)]),
+    "sigmoid": (lambda x: ct.sigmoid(x), [R(3, 4)]),
+    "relu": (lambda x: ct.relu(x), [R(3, 4)]),
+    "sign": (lambda x: ct.sign(x), [R(3, 4)]),
+    "floor": (lambda x: ct.floor(x * 3), [R(3, 4)]),
+    "ceil": (lambda x: ct.ceil(x * 3), [R(3, 4)]),
+    "round": (lambda x: ct.round(x * 3), [R(3, 4)]),
+    "clamp": (lambda x: ct.clamp(x, -0.5, 0.5), [R(3, 4)]),
+    "clip": (lambda x: x.clip(min=-0.3), [R(3, 4)]),
+    "maximum": (lambda x, y: ct.maximum(x, y), [R(3, 4), R(3, 4)]),
+    "minimum": (lambda x, y: ct.minimum(x, y), [R(3, 4), R(3, 4)]),
+    "where": (lambda x, y: ct.where(ct.tensor(MASK), x, y), [R(3, 4), R(4)]),
+    "masked_fill": (lambda x: ct.masked_fill(x, ct.tensor(MASK), 2.0), [R(3, 4)]),
+    "masked_select": (lambda x: ct.masked_select(x, ct.tensor(MASK)), [R(3, 4)]),
+    # ---- reductions
+    "sum": (lambda x: ct.sum(x, 1) + x.sum() + x.sum((0, 1), keepdim=True).squeeze(0), [R(3, 4)]),
+    "mean": (lambda x: ct.mean(x, 0), [R(3, 4)]),
+    "var": (lambda x: ct.var(x, 1), [R(3, 4)]),
+    "std": (lambda x: ct.std(x, 0, correction=0), [R(3, 4)]),
+    "max": (lambda x: ct.max(x, 1)[0] + x.max(), [R(3, 4)]),
+    "min": (lambda x: ct.min(x, 0).values + x.min(), [R(3, 4)]),
+    "amax": (lambda x: ct.amax(x, 1), [R(3, 4)]),
+    "amin": (lambda x: ct.amin(x, 0), [R(3, 4)]),
+    "norm": (lambda x: ct.norm(x) + x.norm(1, dim=1).sum() + x.norm(float("inf")), [R(3, 4)]),
+    "cumsum": (lambda x: ct.cumsum(x, 1), [R(3, 4)]),
+    "softmax": (lambda x: ct.softmax(x, 1), [R(3, 4)]),
+    "log_softmax": (lambda x: ct.log_softmax(x, 0), [R(3, 4)]),
+    "sort": (lambda x: ct.sort(x, 1, descending=True)[0], [R(3, 4)]),
+    "topk": (lambda x: ct.topk(x, 2, 1)[0], [R(3, 4)]),
+    # ---- matrix products
+    "matmul": (lambda x, y: ct.matmul(x, y), [R(2, 3, 4), R(4, 2)]),
+    "mm": (lambda x, y: ct.mm(x, y), [R(3, 4), R(4, 2)]),
+    "bmm": (lambda x, y: ct.bmm(x, y), [R(2, 3, 4), R(2, 4, 2)]),
+    "matmul_vec": (lambda x, y: x @ y + (y @ x.t()).sum(), [R(3, 4), R(4)]),
+    # ---- shape and indexing
+    "reshape": (lambda x: ct.reshape(x.t(), (2, 6)), [R(3, 4)]),
+    "reshape_as": (lambda x: x.t().reshape_as(ct.zeros(2, 6)), [R(3, 4)]),  # other: only its shape
+    "view": (lambda x: x.view(2, 6), [R(3, 4)]),
+    "view_as": (lambda x: x.view_as(ct.zeros(2, 6)), [R(3, 4)]),
+    "flatten": (lambda x: ct.flatten(x.permute(1, 0)), [R(3, 4)]),
+    "unflatten": (lambda x: ct.unflatten(x, 1, (2, 2)), [R(3, 4)]),
+    "transpose": (lambda x: ct.transpose(x, 0, 1), [R(3, 4)]),
+    "swapaxes": (lambda x: ct.swapaxes(x, 0, 1), [R(3, 4)]),
+    "swapdims": (lambda x: x.swapdims(0, 1), [R(3, 4)]),
+    "t": (lambda x: ct.t(x), [R(3, 4)]),
+    "permute": (lambda x: ct.permute(x, (1, 0)), [R(3, 4)]),
+    "contiguous": (lambda x: x.t().contiguous(), [R(3, 4)]),
+    "squeeze": (lambda x: ct.squeeze(x.unsqueeze(0), 0), [R(3, 4)]),
+    "unsqueeze": (lambda x: ct.unsqueeze(x, 1), [R(3, 4)]),
+    "expand": (lambda x: x.expand(2, 3, 4), [R(3, 1)]),
+    "expand_as": (lambda x: x.expand_as(ct.zeros(3, 4)), [R(1, 4)]),
+    "repeat": (lambda x: x.repeat(2, 1, 2), [R(3, 4)]),
+    "repeat_interleave": (lambda x: ct.repeat_interleave(x, 2, 1), [R(3, 4)]),
+    "flip": (lambda x: ct.flip(x, (0, 1)), [R(3, 4)]),
+    "tril": (lambda x: ct.tril(x), [R(3, 4)]),
+    "triu": (lambda x: ct.triu(x, 1), [R(3, 4)]),
+    "chunk": (lambda x: ct.chunk(x, 2, 1), [R(3, 4)]),
+    "split": (lambda x: ct.split(x, [1, 3], 1), [R(3, 4)]),
+    "unbind": (lambda x: ct.unbind(x, 1), [R(3, 4)]),
+    "cat": (lambda x, y: ct.cat([x, y], 1), [R(3, 4), R(3, 2)]),
+    "concat": (lambda x, y: ct.concat([x, y]), [R(3, 4), R(1, 4)]),
+    "concatenate": (lambda x, y: ct.concatenate([x, y], 0), [R(3, 4), R(2, 4)]),
+    "stack": (lambda x, y: ct.stack([x, y], 1), [R(3, 4), R(3, 4)]),
+    "gather": (lambda x: ct.gather(x, 1, ct.tensor(IDX)), [R(3, 4)]),
+    "index_select": (lambda x: ct.index_select(x, 0, ct.tensor(ROWS)), [R(3, 4)]),
+    "scatter": (lambda x, s: x.scatter(1, ct.tensor(IDX), s), [R(3, 4), R(3, 3)]),
+    "getitem": (lambda x: x[1:, ::2] + x[ct.tensor(ROWS)][:2, 1:3] + x[ct.tensor(MASK)].sum(), [R(3, 4)]),
+    "setitem": (lambda x, v: _setitem(x, v), [R(3, 4), R(2)]),
+    "clone": (lambda x: ct.clone(x), [R(3, 4)]),
+    "to": (lambda x: x.to(ct.float64) * 1 + x.double() + x.type(ct.float64) + x.type_as(x), [R(3, 4)]),
+    "float_cast": (lambda x: x.float().double() + x.to(ct.float32).to(ct.float64), [R(3, 4)],
+                   dict(eps=1e-3, atol=1e-3, rtol=1e-3)),
+    "half_cast": (lambda x: x.half().double(), [R(3, 4)], dict(eps=1e-1, atol=5e-2, rtol=5e-2)),
+    # ---- in-place ops on a non-leaf (torch's semantics: gradients reach the inputs)
+    "add_": (lambda x, y: x.clone().add_(y, alpha=2), [R(3, 4), R(4)]),
+    "sub_": (lambda x, y: x.clone().sub_(y), [R(3, 4), R(3, 4)]),
+    "mul_": (lambda x, y: x.clone().mul_(y), [R(3, 4), R(4)]),
+    "div_": (lambda x, y: x.clone().div_(y), [R(3, 4), R(4, pos=True)]),
+    "pow_": (lambda x, y: x.clone().pow_(y), [R(3, 4, pos=True), R(4)]),
+    "iops": (lambda x, y: _iops(x, y), [R(3, 4), R(3, 4, pos=True)]),
+    "clamp_": (lambda x: x.clone().clamp_(-0.5, 0.5), [R(3, 4)]),
+    "clip_": (lambda x: x.clone().clip_(max=0.2), [R(3, 4)]),
+    "relu_": (lambda x: x.clone().relu_(), [R(3, 4)]),
+    "masked_fill_": (lambda x: x.clone().masked_fill_(ct.tensor(MASK), -1.0), [R(3, 4)]),
+    "copy_": (lambda x, y: x.clone().copy_(y) + x, [R(3, 4), R(4)]),
+    "fill_": (lambda x, v: x.clone().fill_(v) + x, [R(3, 4), R()]),
+    "zero_": (lambda x: x.clone().zero_() + x, [R(3, 4)]),
+    "tril_": (lambda x: x.clone().tril_(), [R(3, 4)]),
+    "triu_": (lambda x: x.clone().triu_(-1), [R(3, 4)]),
+    "squeeze_": (lambda x: x.clone().unsqueeze_(0).squeeze_(0), [R(3, 4)]),
+    "unsqueeze_": (lambda x: x.clone().unsqueeze_(2), [R(3, 4)]),
+    "scatter_": (lambda x, s: x.clone().scatter_(1, ct.tensor(IDX), s), [R(3, 4), R(3, 3)]),
+    # ---- nn.functional
+    "F.relu": (lambda x: F.relu(x), [R(3, 4)]),
+    "F.relu_": (lambda x: F.relu_(x.clone()), [R(3, 4)]),
+    "F.gelu": (lambda x: F.gelu(x) + F.gelu(x, approximate="tanh"), [R(3, 4)]),
+    "F.sigmoid": (lambda x: F.sigmoid(x), [R(3, 4)]),
+    "F.tanh": (lambda x: F.tanh(x), [R(3, 4)]),
+    "F.softmax": (lambda x: F.softmax(x, -1), [R(3, 4)]),
+    "F.log_softmax": (lambda x: F.log_softmax(x, 0), [R(3, 4)]),
+    "F.linear": (lambda x, w, b: F.linear(x, w, b), [R(2, 3, 4), R(5, 4), R(5)]),
+    "F.layer_norm": (lambda x, w, b: F.layer_norm(x, (4,), w, b), [R(2, 3, 4), R(4), R(4)]),
+    # (padding_idx's row gets no gradient, as torch documents: not looked up here)
+    "F.embedding": (lambda w: F.embedding(ct.tensor([[0, 2], [2, 1]]), w, padding_idx=3), [R(4, 3)]),
+    "F.dropout": (lambda x: _seeded(lambda: F.dropout(x, 0.4)), [R(3, 4)]),
+    "F.pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), [R(3, 4)]),
+    "F.mse_loss": (lambda x, y: F.mse_loss(x, y) + F.mse_loss(x, y, reduction="sum"), [R(3, 4), R(3, 4)]),
+    "F.cross_entropy": (lambda x: F.cross_entropy(x, ct.tensor([1, 0, 3]), ignore_index=0, label_smoothing=0.1),
+                        [R(3, 4)]),
+    "F.cross_entropy_probs": (lambda x, p: F.cross_entropy(x, p.softmax(-1)), [R(3, 4), R(3, 4)]),
+    "F.nll_loss": (lambda x: F.nll_loss(x, ct.tensor([1, 0, 3]), reduction="sum"), [R(3, 4)]),
+    "F.scaled_dot_product_attention": (
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), [R(2, 3, 4), R(2, 5, 4),
+                                                                                  R(2, 5, 3), R(3, 5)]),
+    "F.sdpa_causal_dropout": (
+        lambda q, k, v: _seeded(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.3)),
+        [R(2, 4, 4), R(2, 4, 4), R(2, 4, 3)]),
+    "F.multi_head_attention_forward": (
+        lambda q, k, v, iw, ib, ow, ob, am: F.multi_head_attention_forward(
+            q, k, v, 4, 2, iw, ib, None, None, False, 0.0, ow, ob, attn_mask=am, average_attn_weights=False),
+        [R(3, 2, 4), R(5, 2, 4), R(5, 2, 4), R(12, 4), R(12), R(4, 4), R(4), R(3, 5)]),
+}
+
+
+def _setitem(x, v):
+    y = x * 1
+    y[1, 1:3] = v
+    return y
+
+
+def _iops(x, y):
+    h = x * 1
+    h += y
+    h -= x
+    h *= y
+    h /= y + 1
+    return h
+
+
+def _seeded(f):
+    ct.manual_seed(11)
+    return f()
+
+
+def _module_cases():
+    """name -> (module (float64), input arrays, call(module, *inputs))."""
+    d = ct.float64
+    ct.manual_seed(0)
+    tr_kw = dict(dim_feedforward=6, dropout=0.0, dtype=d)
+    return {
+        "Linear": (nn.Linear(4, 3, dtype=d), [R(2, 4)], None),
+        "LayerNorm": (nn.LayerNorm(4, dtype=d), [R(2, 4)], None),
+        "Embedding": (nn.Embedding(5, 3, dtype=d), [], lambda m: m(ct.tensor([[0, 4], [2, 2]]))),
+        "Dropout": (nn.Dropout(0.3), [R(3, 4)], lambda m, x: _seeded(lambda: m(x))),
+        "Identity": (nn.Identity(), [R(3, 4)], None),
+        "ReLU": (nn.ReLU(), [R(3, 4)], None),
+        "GELU": (nn.GELU(), [R(3, 4)], None),
+        "Tanh": (nn.Tanh(), [R(3, 4)], None),
+        "Sigmoid": (nn.Sigmoid(), [R(3, 4)], None),
+        "Softmax": (nn.Softmax(dim=1), [R(3, 4)], None),
+        "LogSoftmax": (nn.LogSoftmax(dim=1), [R(3, 4)], None),
+        "Sequential": (nn.Sequential(nn.Linear(4, 3, dtype=d), nn.Tanh(), nn.Linear(3, 2, dtype=d)), [R(2, 4)],
+                       None),
+        "MSELoss": (nn.MSELoss(), [R(3, 4), R(3, 4)], None),
+        "CrossEntropyLoss": (nn.CrossEntropyLoss(), [R(3, 4)], lambda m, x: m(x, ct.tensor([0, 3, 1]))),
+        "NLLLoss": (nn.NLLLoss(), [R(3, 4)], lambda m, x: m(x, ct.tensor([0, 3, 1]))),
+        "PositionalEncoding": (nn.PositionalEncoding(4, dropout=0.0, dtype=d), [R(3, 2, 4)], None),
+        "RNN": (nn.RNN(3, 4, num_layers=2, dtype=d), [R(3, 2, 3), R(2, 2, 4)], lambda m, x, h: m(x, h)),
+        "GRU": (nn.GRU(3, 4, batch_first=True, bidirectional=True, dtype=d), [R(2, 3, 3), R(2, 2, 4)],
+                lambda m, x, h: m(x, h)),
+        "LSTM": (nn.LSTM(3, 4, num_layers=2, dtype=d), [R(3, 2, 3), R(2, 2, 4), R(2, 2, 4)],
+                 lambda m, x, h, c: m(x, (h, c))),
+        "LSTM_packed": (nn.LSTM(3, 4, dtype=d), [R(3, 2, 3)],
+                        lambda m, x: m(nn.utils.rnn.pack_padded_sequence(x, ct.tensor([3, 2])))[0].data),
+        "RNNCell": (nn.RNNCell(3, 4, dtype=d), [R(2, 3), R(2, 4)], lambda m, x, h: m(x, h)),
+        "GRUCell": (nn.GRUCell(3, 4, dtype=d), [R(2, 3), R(2, 4)], lambda m, x, h: m(x, h)),
+        "LSTMCell": (nn.LSTMCell(3, 4, dtype=d), [R(2, 3), R(2, 4), R(2, 4)], lambda m, x, h, c: m(x, (h, c))),
+        "MultiheadAttention": (nn.MultiheadAttention(4, 2, kdim=3, vdim=2, dtype=d),
+                               [R(3, 2, 4), R(5, 2, 3), R(5, 2, 2), R(3, 5)],
+                               lambda m, q, k, v, am: m(q, k, v, attn_mask=am)),
+        "TransformerEncoderLayer": (nn.TransformerEncoderLayer(4, 2, **tr_kw), [R(3, 2, 4), R(3, 3)],
+                                    lambda m, x, am: m(x, src_mask=am)),
+        "TransformerDecoderLayer": (nn.TransformerDecoderLayer(4, 2, norm_first=True, **tr_kw),
+                                    [R(2, 2, 4), R(3, 2, 4), R(2, 2), R(2, 3)],
+                                    lambda m, t, mem, tm, mm: m(t, mem, tgt_mask=tm, memory_mask=mm)),
+        "TransformerEncoder": (nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, **tr_kw), 2), [R(3, 2, 4)],
+                               None),
+        "TransformerDecoder": (nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, **tr_kw), 1),
+                               [R(2, 2, 4), R(3, 2, 4)], None),
+        "Transformer": (nn.Transformer(4, 2, num_encoder_layers=1, num_decoder_layers=1, **tr_kw),
+                        [R(3, 2, 4), R(2, 2, 4), R(2, 2)], lambda m, s, t, tm: m(s, t, tgt_mask=tm)),
+    }
+
+
+MODULES = _module_cases()
+
+# Public names that are not differentiable ops, with the reason.
+NOT_DIFFERENTIABLE = {
+    "integer / bool results": "all any argmax argmin argsort eq ne lt le gt ge greater greater_equal less less_equal "
+                              "not_equal equal allclose isclose isfinite isinf isnan logical_and logical_or logical_not "
+                              "bitwise_and bitwise_or bitwise_xor bitwise_not nonzero numel is_floating_point "
+                              "is_contiguous is_tensor dim ndimension nelement element_size size item tolist numpy "
+                              "one_hot multinomial bool byte int long",
+    "factories and random draws (no Tensor input)": "arange empty empty_like eye full full_like linspace ones ones_like "
+                                                     "zeros zeros_like rand rand_like randint randint_like randn "
+                                                     "randn_like randperm normal tensor as_tensor from_numpy "
+                                                     "new_empty new_full new_ones new_tensor new_zeros BoolTensor "
+                                                     "ByteTensor DoubleTensor FloatTensor IntTensor LongTensor",
+    "in-place fills of random values (no gradient in torch either)": "uniform_ normal_ bernoulli_",
+    "graph / grad-mode / state utilities": "backward detach detach_ requires_grad_ retain_grad register_hook "
+                                           "enable_grad no_grad set_grad_enabled is_grad_enabled "
+                                           "is_inference_mode_enabled manual_seed seed initial_seed get_rng_state "
+                                           "set_rng_state set_default_dtype get_default_dtype set_num_threads "
+                                           "get_num_threads set_flush_denormal save load cpu cuda",
+    "containers and bases (their members are covered)": "Module ModuleDict ModuleList RNNBase RNNCellBase",
+    "typing re-exports of nn.functional": "Optional Sequence apply_op",
+}
+
+# names whose case is under another key
+ALIASES = {"float": "float_cast", "double": "to", "half": "half_cast", "type": "to", "type_as": "to",
+           "__setitem__": "setitem"}
+
+
+def _float_outputs(out):
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    flat = []
+    for o in outs:
+        if isinstance(o, (tuple, list)):
+            flat.extend(_float_outputs(o))
+        elif isinstance(o, ct.Tensor) and o.dtype.kind == "f":
+            flat.append(o)
+    return flat
+
+
+def _check(fn, tensors, **kw):
+    """Every input gets a gradient, equal to central differences."""
+    out = _float_outputs(fn(*tensors))
+    seeds = [ct.tensor(_rng.standard_normal(tuple(o.shape)), dtype=o.dtype) for o in out if o.requires_grad]
+    assert seeds, "no output requires grad"
+    ct.autograd.backward([o for o in out if o.requires_grad], seeds)
+    missing = [i for i, t in enumerate(tensors) if t.grad is None]
+    assert not missing, f"inputs {missing} got no gradient"
+    for t in tensors:
+        t.grad = None
+    assert gradcheck(lambda *xs: tuple(_float_outputs(fn(*xs))), tensors, **kw)
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_op_gradients(name):
+    fn, arrays, *kw = OPS[name]
+    tensors = [ct.tensor(np.array(a, dtype=np.float64), requires_grad=True) for a in arrays]
+    _check(fn, tensors, **(kw[0] if kw else {}))
+
+
+@pytest.mark.parametrize("name", list(MODULES))
+def test_module_gradients(name):
+    module, arrays, call = MODULES[name]
+    inputs = [ct.tensor(np.array(a, dtype=np.float64), requires_grad=True) for a in arrays]
+    params = list(module.parameters())
+    n = len(inputs)
+
+    def fn(*xs):
+        args = xs[:n]
+        return call(module, *args) if call is not None else module(*args)
+
+    _check(fn, inputs + params)
+
+
+def _public_names():
+    fns = {n for n in dir(ct) if not n.startswith("_") and callable(getattr(ct, n))
+           and not inspect.isclass(getattr(ct, n)) and not inspect.ismodule(getattr(ct, n))}
+    fns |= {n for n in ("BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "IntTensor", "LongTensor")
+            if hasattr(ct, n)}
+    methods = {n for n in dir(ct.Tensor) if not n.startswith("_") and callable(getattr(ct.Tensor, n))}
+    functional = {"F." + n for n in dir(F) if not n.startswith("_") and callable(getattr(F, n))
+                  and not inspect.isclass(getattr(F, n))}
+    modules = {n for n in dir(nn) if inspect.isclass(getattr(nn, n)) and issubclass(getattr(nn, n), nn.Module)}
+    return fns | methods | functional | modules
+
+
+def test_every_public_op_is_covered():
+    skipped = {n for names in NOT_DIFFERENTIABLE.values() for n in names.split()}
+    covered = set(OPS) | set(MODULES) | set(ALIASES)
+    uncovered = sorted(n for n in _public_names()
+                       if n not in covered and n.removeprefix("F.") not in skipped and n not in skipped)
+    assert not uncovered, f"public ops without a gradient case: {uncovered}"
+    stale = sorted(n for n in skipped if n not in {x.removeprefix("F.") for x in _public_names()})
+    assert not stale, f"NOT_DIFFERENTIABLE lists names that are not public: {stale}"
