@@ -115,7 +115,9 @@ def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tens
         dx, dw, db = K.linear_backward(g, x, w, b is not None, need_dx)
         return dx, dw, db
 
-    return apply_op(out, (input, weight, bias), backward, "Linear")
+    # as torch: the input is saved for weight's gradient, the weight for the input's
+    saved = (input if weight.requires_grad else None, weight if need_dx else None)
+    return apply_op(out, (input, weight, bias), backward, "Linear", saved=saved)
 
 
 # ------------------------------------------------------------------ layer norm
@@ -149,7 +151,7 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Optional[
         return (None if dx is None else dx.reshape(x.shape), None if dw is None else dw.reshape(shape),
                 None if db is None else db.reshape(shape))
 
-    return apply_op(out.reshape(x.shape), (input, weight, bias), backward, "LayerNorm")
+    return apply_op(out.reshape(x.shape), (input, weight, bias), backward, "LayerNorm", saved=(input, weight, bias))
 
 
 # ------------------------------------------------------------------ embedding
@@ -384,7 +386,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
         d = (diff * (g * scale)).astype(x.dtype)
         return (_sum_to(d, x.shape), None if not target.requires_grad else _sum_to(-d, y.shape))
 
-    return apply_op(loss, (input, target), backward, "MseLoss")
+    return apply_op(loss, (input, target), backward, "MseLoss", saved=(input, target))
 
 
 def _sum_to(g: np.ndarray, shape: tuple) -> np.ndarray:

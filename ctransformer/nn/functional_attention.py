@@ -160,7 +160,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         return grads + (_unbroadcast(dS.reshape(lead + (L, S)), mask_t.shape),)
 
     parents = (q, k, v) if mask_t is None else (q, k, v, mask_t)
-    return apply_op(out.reshape(lead + (L, Ev)), parents, backward, name="ScaledDotProductAttention")
+    return apply_op(out.reshape(lead + (L, Ev)), parents, backward, name="ScaledDotProductAttention", saved=parents)
 
 
 # ---------------------------------------------------------------- multi-head attention
@@ -252,9 +252,9 @@ def _mha(query: Tensor, key: Tensor, value: Tensor, num_heads: int, q_w: Optiona
                 gr.out_weight, gr.out_bias)
 
     if need_weights:
-        out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention")
+        out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention", saved=parents)
         return out_t, attn_t
-    return apply_op(out, parents, backward, name="MultiheadAttention"), None
+    return apply_op(out, parents, backward, name="MultiheadAttention", saved=parents), None
 
 
 def _mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: Tensor, in_b: Optional[Tensor],
@@ -308,9 +308,9 @@ def _mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: T
         return gr.query, gr.kv, gr.in_proj_weight, gr.in_proj_bias, gr.out_weight, gr.out_bias
 
     if need_weights:
-        out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention")
+        out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention", saved=parents)
         return out_t, attn_t
-    return apply_op(out, parents, backward, name="MultiheadAttention"), None
+    return apply_op(out, parents, backward, name="MultiheadAttention", saved=parents), None
 
 
 def _additive(mask: Optional[np.ndarray]) -> Optional[np.ndarray]:

@@ -243,7 +243,7 @@ class RNNBase(Module):
             return (dx, dh0 if h0 is not None else None, dc0 if c0 is not None else None, *flat_grads)
 
         outputs = (out, h_n, c_n) if lstm else (out, h_n)
-        res = apply_op(outputs, (x, h0, c0, *flat), backward, _NAMES[self.mode])
+        res = apply_op(outputs, (x, h0, c0, *flat), backward, _NAMES[self.mode], saved=(x, h0, c0, *flat))
         return (res[0], res[1], res[2] if lstm else None)
 
 
@@ -371,8 +371,8 @@ class RNNCellBase(Module):
 
         parents = (x, h, c, w_ih, w_hh, b_ih, b_hh)
         if lstm:
-            return apply_op((h_new, c_new), parents, backward, "LSTMCell")
-        return apply_op(h_new, parents, backward, _NAMES[self.mode] + "Cell"), None
+            return apply_op((h_new, c_new), parents, backward, "LSTMCell", saved=parents)
+        return apply_op(h_new, parents, backward, _NAMES[self.mode] + "Cell", saved=parents), None
 
 
 class RNNCell(RNNCellBase):

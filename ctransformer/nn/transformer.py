@@ -62,7 +62,8 @@ def feed_forward(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Op
                                                need_dx=x.requires_grad)
         return dx, dw1, db1, dw2, db2
 
-    return apply_op(y, (x, w1, b1, w2, b2), backward, name="FeedForward")
+    # backward reads x, w1, b1 (recomputes the activation from h) and w2: all checked against in-place change
+    return apply_op(y, (x, w1, b1, w2, b2), backward, name="FeedForward", saved=(x, w1, b1, w2))
 
 
 def add_layer_norm(inp: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor],
@@ -81,7 +82,7 @@ def add_layer_norm(inp: Tensor, residual: Tensor, weight: Optional[Tensor], bias
                                              with_bias=bias is not None)
         return d, d, dw, db
 
-    return apply_op(out, (inp, residual, weight, bias), backward, name="AddLayerNorm")
+    return apply_op(out, (inp, residual, weight, bias), backward, name="AddLayerNorm", saved=(weight, bias))
 
 
 # ---------------------------------------------------------------- helpers

@@ -6,7 +6,7 @@ from typing import Callable, Iterable, Optional, Tuple
 import numpy as np
 
 from .. import kernels as K
-from ..autograd import no_grad
+from ..autograd import bump_version, no_grad
 from ..tensor import Tensor
 from .optimizer import Optimizer, _inplace_ready
 
@@ -73,6 +73,7 @@ class Adam(Optimizer):
                     max_sq = _inplace_ready(state["max_exp_avg_sq"]) if amsgrad else None
                     K.adam_step(param, grad, _inplace_ready(state["exp_avg"]), _inplace_ready(state["exp_avg_sq"]),
                                 int(step_t.item()), *hyper, max_sq, maximize)
+                    bump_version(p)  # an in-place update, as torch's: graphs that saved p go stale
         return loss
 
 

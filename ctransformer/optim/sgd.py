@@ -6,7 +6,7 @@ from typing import Callable, Iterable, Optional
 import numpy as np
 
 from .. import kernels as K
-from ..autograd import no_grad
+from ..autograd import bump_version, no_grad
 from ..tensor import Tensor
 from .optimizer import Optimizer, _inplace_ready
 
@@ -56,4 +56,5 @@ class SGD(Optimizer):
                     K.sgd_step(param, grad, buf, float(group["lr"]), float(momentum), float(group["dampening"]),
                                bool(group["nesterov"]), float(group["weight_decay"]), bool(group["maximize"]),
                                first)
+                    bump_version(p)  # an in-place update, as torch's p.add_(...): saved copies go stale
         return loss
