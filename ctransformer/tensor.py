@@ -1804,7 +1804,11 @@ def _to_array(data, dtype) -> np.ndarray:
     if isinstance(data, Tensor):
         arr = data._data.copy()
     elif isinstance(data, np.ndarray):
-        arr = data.copy()
+        if data.dtype.kind in "OUSVMm":
+            raise TypeError(f"tensor: can't convert np.ndarray of type {data.dtype}; the only supported "
+                            "types are float64, float32, float16, int64, int32, int16, int8, uint8 and bool")
+        # a copy in the machine's byte order (the kernels read native bytes)
+        arr = data.astype(data.dtype.newbyteorder("="))
     else:
         if isinstance(data, (list, tuple)):
             data = _untensor(data)
@@ -2010,6 +2014,12 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     """A Tensor sharing ``arr``'s memory (dtype kept, as torch)."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(arr).__name__}")
+    if not arr.dtype.isnative:
+        raise ValueError("given numpy array has byte order different from the native byte order. "
+                         "Conversion between byte orders is currently not supported.")
+    if arr.dtype.kind in "OUSVMm":
+        raise TypeError(f"can't convert np.ndarray of type {arr.dtype}. The only supported types are: "
+                        "float64, float32, float16, int64, int32, int16, int8, uint8, and bool.")
     return _wrap(arr)
 
 
@@ -2020,7 +2030,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     d = _as_dtype(dtype)
     if isinstance(data, Tensor):
         return data if d is None or data.dtype == d else data.type(d)
-    if isinstance(data, np.ndarray) and (d is None or data.dtype == d):
+    if isinstance(data, np.ndarray) and data.dtype.isnative and (d is None or data.dtype == d):
         return _wrap(data)
     return tensor(data, dtype=dtype)
 

@@ -66,7 +66,7 @@ static PyObject *py_activation_backward(PyObject *self, PyObject *args, PyObject
     if (dout == NULL) goto fail;
     for (int i = 0; i < nd; i++)
         if (ct_check_dim(dout, fn, "dout", i, PyArray_DIM(saved, i), "saved's shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(saved), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(saved), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(saved)))))
         goto fail;
     CT_DISPATCH(t, activation_backward, PyArray_DATA(dinp), PyArray_DATA(dout),

@@ -84,7 +84,7 @@ static PyArrayObject *grad_buffer(ct_held *held, PyObject *obj, const char *fn, 
                                   int t, PyArrayObject *like)
 {
     int nd = PyArray_NDIM(like);
-    PyArrayObject *g = ct_inplace(obj, fn, arg, t, nd, PyArray_DIMS(like), -1, 1);
+    PyArrayObject *g = ct_inplace(held, obj, fn, arg, t, nd, PyArray_DIMS(like), -1, 1);
     if (g != NULL || PyErr_Occurred()) return g;
     return ct_zeros(held, t, nd, PyArray_DIMS(like));
 }

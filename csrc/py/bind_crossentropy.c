@@ -109,7 +109,7 @@ static PyObject *py_cross_entropy_backward(PyObject *self, PyObject *args, PyObj
         goto fail;
     PyArrayObject *lse = ct_input(&held, o_lse, fn, "lse", NPY_FLOAT64, 1, 1, 0);
     if (lse == NULL || ct_check_dim(lse, fn, "lse", 0, a.N, "logits.shape[0]")) goto fail;
-    PyArrayObject *dlogits = ct_inplace(o_dlogits, fn, "dlogits", a.t, 2, PyArray_DIMS(a.logits),
+    PyArrayObject *dlogits = ct_inplace(&held, o_dlogits, fn, "dlogits", a.t, 2, PyArray_DIMS(a.logits),
                                         -1, 1);
     if (dlogits == NULL &&
         (PyErr_Occurred() || !(dlogits = ct_zeros(&held, a.t, 2, PyArray_DIMS(a.logits)))))

@@ -34,10 +34,10 @@ static PyArrayObject *row_ints(ct_held *held, PyObject *obj, const char *fn, con
 }
 
 /* A cache (B, H, Tmax, D) updated in place; B, H, Tmax must match ref when given. */
-static PyArrayObject *cache_arg(PyObject *obj, const char *fn, const char *arg, int t,
+static PyArrayObject *cache_arg(ct_held *held, PyObject *obj, const char *fn, const char *arg, int t,
                                 PyArrayObject *ref, const char *ref_name)
 {
-    PyArrayObject *c = ct_inplace(obj, fn, arg, t, 0, NULL, -1, 0);
+    PyArrayObject *c = ct_inplace(held, obj, fn, arg, t, 0, NULL, -1, 0);
     if (c == NULL) return NULL;
     if (PyArray_NDIM(c) != 4) {
         PyErr_Format(PyExc_ValueError, "%s: %s must have 4 dimensions (rows, heads, Tmax, head_dim), got %d",
@@ -102,13 +102,14 @@ static PyObject *py_kv_cache_append(PyObject *self, PyObject *args, PyObject *kw
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO", names, &o_ck, &o_cv, &o_k, &o_v, &o_pos))
         return NULL;
     if (float_type(o_ck, fn, "cache_k", &t)) return NULL;
-    PyArrayObject *ck = cache_arg(o_ck, fn, "cache_k", t, NULL, NULL);
-    PyArrayObject *cv = ck ? cache_arg(o_cv, fn, "cache_v", t, ck, "cache_k") : NULL;
-    if (cv == NULL) goto fail;
-    if (ck == cv || PyArray_DATA(ck) == PyArray_DATA(cv)) {
+    PyArrayObject *ck = cache_arg(&held, o_ck, fn, "cache_k", t, NULL, NULL);
+    if (ck != NULL && PyArray_Check(o_cv) && PyArray_DATA((PyArrayObject *)o_cv) == PyArray_DATA(ck)) {
         PyErr_Format(PyExc_ValueError, "%s: cache_k and cache_v must be different arrays", fn);
         goto fail;
     }
+    /* any other overlap is refused by ct_inplace */
+    PyArrayObject *cv = ck ? cache_arg(&held, o_cv, fn, "cache_v", t, ck, "cache_k") : NULL;
+    if (cv == NULL) goto fail;
     PyArrayObject *k = step_arg(&held, o_k, fn, "k_t", t, ck, "cache_k");
     PyArrayObject *v = k ? step_arg(&held, o_v, fn, "v_t", t, cv, "cache_v") : NULL;
     if (v == NULL) goto fail;

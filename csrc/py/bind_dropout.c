@@ -80,7 +80,7 @@ static PyObject *py_dropout_backward(PyObject *self, PyObject *args, PyObject *k
     if (mask == NULL) goto fail;
     for (int i = 0; i < nd; i++)
         if (ct_check_dim(mask, fn, "mask", i, PyArray_DIM(dout, i), "dout's shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(dout), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(dout), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(dout)))))
         goto fail;
     CT_DISPATCH(t, dropout_backward, PyArray_DATA(dinp), PyArray_DATA(dout), PyArray_DATA(mask),

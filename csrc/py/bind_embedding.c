@@ -104,7 +104,7 @@ static PyObject *py_embedding_backward(PyObject *self, PyObject *args, PyObject 
     if (check_ids_in_range(ids, fn, V, "num_embeddings")) goto fail;
     int t = PyArray_TYPE(dout);
     npy_intp D = PyArray_DIM(dout, nd), wshape[2] = {V, D};
-    PyArrayObject *dw = ct_inplace(o_dw, fn, "dweight", t, 2, wshape, -1, 1);
+    PyArrayObject *dw = ct_inplace(&held, o_dw, fn, "dweight", t, 2, wshape, -1, 1);
     if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 2, wshape)))) goto fail;
     CT_DISPATCH(t, embedding_backward, PyArray_DATA(dw), PyArray_DATA(dout), PyArray_DATA(ids),
                 PyArray_SIZE(ids), D, pad);

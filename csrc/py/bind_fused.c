@@ -80,12 +80,12 @@ static PyObject *py_bias_act_backward(PyObject *self, PyObject *args, PyObject *
     if (vector_arg(&held, o_b, fn, "bias", t, N, &b)) goto fail;
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, 1, -1, 0);
     if (dout == NULL || same_shape(dout, inp, fn, "dout", "inp.shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(inp)))))
         goto fail;
     PyArrayObject *db = NULL;
     if (b != NULL) {
-        db = ct_inplace(o_db, fn, "dbias", t, 1, PyArray_DIMS(b), -1, 1);
+        db = ct_inplace(&held, o_db, fn, "dbias", t, 1, PyArray_DIMS(b), -1, 1);
         if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, PyArray_DIMS(b)))))
             goto fail;
     }
@@ -164,16 +164,16 @@ static PyObject *py_add_layernorm_backward(PyObject *self, PyObject *args, PyObj
         goto fail;
     }
     npy_intp nshape[1] = {N};
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(inp)))))
         goto fail;
     PyArrayObject *dw = NULL, *db = NULL;
     if (w != NULL) {
-        dw = ct_inplace(o_dw, fn, "dweight", t, 1, nshape, -1, 1);
+        dw = ct_inplace(&held, o_dw, fn, "dweight", t, 1, nshape, -1, 1);
         if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 1, nshape)))) goto fail;
     }
     if (with_bias) {
-        db = ct_inplace(o_db, fn, "dbias", t, 1, nshape, -1, 1);
+        db = ct_inplace(&held, o_db, fn, "dbias", t, 1, nshape, -1, 1);
         if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, nshape)))) goto fail;
     }
     CT_DISPATCH(t, add_layernorm_backward, PyArray_DATA(dinp), CT_DATA(dw), CT_DATA(db),

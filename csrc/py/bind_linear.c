@@ -36,7 +36,7 @@ fail:
 static PyArrayObject *grad_buffer(ct_held *held, PyObject *given_obj, const char *fn, const char *arg,
                                   int t, int nd, const npy_intp *shape, int accumulate)
 {
-    if (given_obj != Py_None) return ct_inplace(given_obj, fn, arg, t, nd, shape, -1, 0);
+    if (given_obj != Py_None) return ct_inplace(held, given_obj, fn, arg, t, nd, shape, -1, 0);
     return accumulate ? ct_zeros(held, t, nd, shape) : ct_empty(held, t, nd, shape);
 }
 
@@ -95,7 +95,8 @@ static int bmm_batch(PyArrayObject *a, PyArrayObject *b, const char *fn, npy_int
                      fn, (Py_ssize_t)ba, (Py_ssize_t)bb);
         return -1;
     }
-    *batch = ba > bb ? ba : bb;
+    /* a batch of 1 broadcasts to the other's, also to 0 (an empty result) */
+    *batch = ba == 1 ? bb : ba;
     *stride_a = ba == 1 ? 0 : PyArray_DIM(a, 1) * PyArray_DIM(a, 2);
     *stride_b = bb == 1 ? 0 : PyArray_DIM(b, 1) * PyArray_DIM(b, 2);
     return 0;

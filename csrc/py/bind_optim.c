@@ -25,10 +25,10 @@ static int check_range(double value, const char *fn, const char *arg, double low
 }
 
 /* A state array updated in place, of the dtype and shape of param. */
-static PyArrayObject *state_like(PyObject *obj, PyArrayObject *param, const char *fn,
+static PyArrayObject *state_like(ct_held *held, PyObject *obj, PyArrayObject *param, const char *fn,
                                  const char *arg, int optional)
 {
-    return ct_inplace(obj, fn, arg, PyArray_TYPE(param), PyArray_NDIM(param), PyArray_DIMS(param),
+    return ct_inplace(held, obj, fn, arg, PyArray_TYPE(param), PyArray_NDIM(param), PyArray_DIMS(param),
                       -1, optional);
 }
 
@@ -41,24 +41,6 @@ static PyArrayObject *grad_like(ct_held *held, PyObject *obj, PyArrayObject *par
     for (int i = 0; i < nd; i++)
         if (ct_check_dim(grad, fn, "grad", i, PyArray_DIM(param, i), "param's shape")) return NULL;
     return grad;
-}
-
-/* The arrays an update writes must not overlap: an update reading one
- * while writing another would silently be wrong.  NULL entries skipped. */
-static int check_disjoint(PyArrayObject **arrays, const char **names, int count, const char *fn)
-{
-    for (int i = 0; i < count; i++) {
-        for (int j = i + 1; j < count; j++) {
-            if (arrays[i] == NULL || arrays[j] == NULL) continue;
-            char *a = PyArray_BYTES(arrays[i]), *b = PyArray_BYTES(arrays[j]);
-            if (a < b + PyArray_NBYTES(arrays[j]) && b < a + PyArray_NBYTES(arrays[i])) {
-                PyErr_Format(PyExc_ValueError, "%s: %s and %s must be separate arrays, got "
-                             "overlapping memory", fn, names[i], names[j]);
-                return -1;
-            }
-        }
-    }
-    return 0;
 }
 
 /* sgd_step(param, grad, momentum_buffer | None, lr, momentum=0, dampening=0,
@@ -88,15 +70,12 @@ static PyObject *py_sgd_step(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(d);
         return NULL;
     }
-    PyArrayObject *param = ct_inplace(o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
+    PyArrayObject *param = ct_inplace(&held, o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
     if (param == NULL) return NULL;
     PyArrayObject *grad = grad_like(&held, o_grad, param, fn);
     if (grad == NULL) goto fail;
-    PyArrayObject *buf = state_like(o_buf, param, fn, "momentum_buffer", momentum == 0);
+    PyArrayObject *buf = state_like(&held, o_buf, param, fn, "momentum_buffer", momentum == 0);
     if (PyErr_Occurred()) goto fail;
-    PyArrayObject *written[] = {param, buf};
-    const char *written_names[] = {"param", "momentum_buffer"};
-    if (check_disjoint(written, written_names, 2, fn)) goto fail;
     CT_DISPATCH(PyArray_TYPE(param), sgd_step, PyArray_DATA(param), PyArray_DATA(grad),
                 CT_DATA(buf), PyArray_SIZE(param), lr, momentum, dampening, nesterov,
                 weight_decay, maximize, first_step);
@@ -130,18 +109,15 @@ static PyObject *py_adam_step(PyObject *self, PyObject *args, PyObject *kw)
         check_range(eps, fn, "eps", 0, 0, 0, 0) ||
         check_range(weight_decay, fn, "weight_decay", 0, 0, 0, 0))
         return NULL;
-    PyArrayObject *param = ct_inplace(o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
+    PyArrayObject *param = ct_inplace(&held, o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
     if (param == NULL) return NULL;
     PyArrayObject *grad = grad_like(&held, o_grad, param, fn);
     if (grad == NULL) goto fail;
-    PyArrayObject *m = state_like(o_m, param, fn, "exp_avg", 0);
-    PyArrayObject *v = m ? state_like(o_v, param, fn, "exp_avg_sq", 0) : NULL;
+    PyArrayObject *m = state_like(&held, o_m, param, fn, "exp_avg", 0);
+    PyArrayObject *v = m ? state_like(&held, o_v, param, fn, "exp_avg_sq", 0) : NULL;
     if (v == NULL) goto fail;
     PyArrayObject *vmax = NULL;
-    if (amsgrad && !(vmax = state_like(o_vmax, param, fn, "max_exp_avg_sq", 0))) goto fail;
-    PyArrayObject *written[] = {param, m, v, vmax};
-    const char *written_names[] = {"param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-    if (check_disjoint(written, written_names, 4, fn)) goto fail;
+    if (amsgrad && !(vmax = state_like(&held, o_vmax, param, fn, "max_exp_avg_sq", 0))) goto fail;
     CT_DISPATCH(PyArray_TYPE(param), adam_step, PyArray_DATA(param), PyArray_DATA(grad),
                 PyArray_DATA(m), PyArray_DATA(v), CT_DATA(vmax), PyArray_SIZE(param),
                 (int64_t)step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize);
@@ -232,7 +208,7 @@ static PyObject *py_clip_grad_norm(PyObject *self, PyObject *args, PyObject *kw)
     /* every grad is checked before any is scaled */
     for (Py_ssize_t i = 0; i < count; i++) {
         snprintf(arg, sizeof arg, "grads[%zd]", i);
-        if (!ct_inplace(PyTuple_GET_ITEM(grads, i), fn, arg, CT_ANY_FLOAT, 0, NULL, -1, 0))
+        if (!ct_inplace(NULL, PyTuple_GET_ITEM(grads, i), fn, arg, CT_ANY_FLOAT, 0, NULL, -1, 0))
             goto fail;
     }
     if (total_norm(grads, fn, norm_type, &norm)) goto fail;

@@ -38,7 +38,7 @@ static PyObject *softmax_like_backward(PyObject *args, PyObject *kw, const char 
     if (dout == NULL) goto fail;
     for (int i = 0; i < nd; i++)
         if (ct_check_dim(dout, fn, "dout", i, PyArray_DIM(y, i), "y's shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(y), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(y), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(y)))))
         goto fail;
     if (is_log)

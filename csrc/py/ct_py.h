@@ -25,12 +25,25 @@
 /* typenum argument of ct_input: integer ids, converted to int64. */
 #define CT_IDS (-2)
 
-/* Arrays acquired by a binding, released in one place on every exit path. */
+/* Arrays acquired by a binding, released in one place on every exit path.
+ * Each item also records what it is to the kernel (CT_HELD_*) and, for
+ * arguments, its name: the arrays a kernel reads (ct_input) and the arrays
+ * it writes in place (ct_inplace) are checked against each other for
+ * overlapping memory as they enter (see ct_inplace). */
 #define CT_MAX_HELD 32
+enum { CT_HELD_OWNED = 0, CT_HELD_INPUT = 1, CT_HELD_INPLACE = 2 };
 typedef struct {
     PyObject *items[CT_MAX_HELD];
+    const char *names[CT_MAX_HELD];
+    unsigned char kinds[CT_MAX_HELD];
     int count;
 } ct_held;
+
+/* The limit of the 32-bit-integer BLAS we link (and of the int loop
+ * counters handed to it): an array entering C must have
+ * shape[-1] <= CT_BLAS_DIM_MAX and prod(shape[:-1]) <= CT_BLAS_DIM_MAX, so
+ * that every GEMM dimension and leading dimension fits in an int. */
+#define CT_BLAS_DIM_MAX ((npy_intp)2147483647)
 
 /* Remember `obj` (a new reference) for release; returns obj (NULL passes). */
 PyObject *ct_hold(ct_held *held, PyObject *obj);
@@ -42,16 +55,25 @@ void ct_release(ct_held *held);
  * limit) and dtype `typenum` (NPY_FLOAT32 / NPY_FLOAT64 / NPY_INT64 /
  * NPY_BOOL / CT_ANY_FLOAT / CT_IDS).  Non-contiguous, negative-stride and
  * misaligned arrays are copied; wrong dtypes are a TypeError, never cast
- * silently (CT_IDS accepts any integer dtype).  The result is held. */
+ * silently (CT_IDS accepts any integer dtype).  Either byte order is
+ * accepted: a non-native array is copied to the machine's order.  Arrays
+ * beyond CT_BLAS_DIM_MAX are a ValueError.  The result is held (as an input
+ * named `arg`); it must not overlap an array already taken by ct_inplace
+ * (ValueError). */
 PyArrayObject *ct_input(ct_held *held, PyObject *obj, const char *fn, const char *arg,
                         int typenum, int min_ndim, int max_ndim, int optional);
 
 /* An array the kernel writes into in place (optimizer state, gradient
- * accumulators): must be C-contiguous, aligned, writeable, of dtype
- * `typenum` and of exactly `ndim`/`shape` (shape NULL: any shape with
- * `size` elements, size < 0: any).  It is never copied, since a copy would
- * lose the update.  None gives NULL when optional.  Borrowed, not held. */
-PyArrayObject *ct_inplace(PyObject *obj, const char *fn, const char *arg, int typenum,
+ * accumulators, caches): must be C-contiguous, aligned, writeable, in the
+ * machine's byte order, of dtype `typenum` and of exactly `ndim`/`shape`
+ * (shape NULL: any shape with `size` elements, size < 0: any).  It is never
+ * copied, since a copy would lose the update.  None gives NULL when
+ * optional.  When `held` is not NULL the array is held (as an in-place
+ * argument named `arg`) and must not share memory with any input or
+ * in-place array held there, before or after: reading an array while
+ * writing an overlapping one gives silently wrong results, so it is a
+ * ValueError (NumPy's out= would copy; a copy here would lose the update). */
+PyArrayObject *ct_inplace(ct_held *held, PyObject *obj, const char *fn, const char *arg, int typenum,
                           int ndim, const npy_intp *shape, npy_intp size, int optional);
 
 /* a.shape[axis] == expected, else ValueError naming `what` the expected

@@ -1,6 +1,7 @@
 """Linear layer and (batched, broadcasting) matrix products."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple
 
 import numpy as np
@@ -43,12 +44,13 @@ def bmm_backward(dout: np.ndarray, a: np.ndarray, b: np.ndarray, need_da: bool =
 
 
 def _as_batches(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
-    """x (..., R, C) broadcast to batch_shape, as (B or 1, R, C)."""
+    """x (..., R, C) broadcast to batch_shape, as (B or 1, R, C) (B may be 0)."""
     if x.shape[:-2] == tuple(batch_shape):
-        return x.reshape((-1,) + x.shape[-2:])
+        return x.reshape((math.prod(batch_shape),) + x.shape[-2:])
     if all(d == 1 for d in x.shape[:-2]):
         return x.reshape((1,) + x.shape[-2:])
-    return np.broadcast_to(x, tuple(batch_shape) + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
+    return np.broadcast_to(x, tuple(batch_shape) + x.shape[-2:]).reshape(
+        (math.prod(batch_shape),) + x.shape[-2:])
 
 
 def matmul_forward(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -79,7 +81,7 @@ def matmul_backward(dout: np.ndarray, a: np.ndarray, b: np.ndarray, need_da: boo
     """Gradients of :func:`matmul_forward`, summed back to the shapes of a and b."""
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a3, b3 = _as_batches(a, batch), _as_batches(b, batch)
-    d3 = dout.reshape((-1,) + dout.shape[-2:])
+    d3 = dout.reshape((math.prod(dout.shape[:-2]),) + dout.shape[-2:])
     da, db = _C.bmm_backward(d3, a3, b3, need_da, need_db)
     return _unbatch(da, batch, a.shape), _unbatch(db, batch, b.shape)
 
