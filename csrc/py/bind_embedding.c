@@ -47,7 +47,7 @@ static PyObject *py_embedding_forward(PyObject *self, PyObject *args, PyObject *
     if (ids == NULL || check_ids_in_range(ids, fn, V, "weight.shape[0]")) goto fail;
     int nd = PyArray_NDIM(ids);
     npy_intp shape[NPY_MAXDIMS];
-    memcpy(shape, PyArray_DIMS(ids), sizeof(npy_intp) * nd);
+    if (nd > 0) memcpy(shape, PyArray_DIMS(ids), sizeof(npy_intp) * nd); /* 0-d: DIMS may be NULL */
     shape[nd] = D;
     PyArrayObject *out = ct_empty(&held, t, nd + 1, shape);
     if (out == NULL) goto fail;
