@@ -311,7 +311,7 @@ static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
     PyArrayObject *qh = ct_empty(&held, a.t, 4, qh_shape), *kh = ct_empty(&held, a.t, 4, kh_shape);
     PyArrayObject *vh = ct_empty(&held, a.t, 4, kh_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
     if (!out || !ctx || !qh || !kh || !vh || !probs) goto fail;
-    Py_BEGIN_ALLOW_THREADS
+    CT_BEGIN_KERNEL
     if (a.t == NPY_FLOAT32) {
         mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
         status = mha_forward_f32(PyArray_DATA(out), PyArray_DATA(qh), PyArray_DATA(kh),
@@ -325,7 +325,7 @@ static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
                                  PyArray_DATA(a.query), PyArray_DATA(a.key), PyArray_DATA(a.value),
                                  &w, &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
     }
-    Py_END_ALLOW_THREADS
+    CT_END_KERNEL
     if (status) {
         PyErr_NoMemory();
         goto fail;
@@ -411,7 +411,7 @@ static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
         if (like[i] == NULL) continue;
         if (!(g[i] = grad_buffer(&held, og[i], fn, gnames[i], a.t, like[i]))) goto fail;
     }
-    Py_BEGIN_ALLOW_THREADS
+    CT_BEGIN_KERNEL
     if (a.t == NPY_FLOAT32) {
         mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
         mha_grads_f32 gr = MHA_GRADS(_f32, float, g);
@@ -427,7 +427,7 @@ static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
                                   PyArray_DATA(kh), PyArray_DATA(vh), PyArray_DATA(probs),
                                   PyArray_DATA(ctx), &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
     }
-    Py_END_ALLOW_THREADS
+    CT_END_KERNEL
     if (status) {
         PyErr_NoMemory();
         goto fail;

@@ -146,12 +146,12 @@ static int total_norm(PyObject *grads, const char *fn, double norm_type, double 
         PyArrayObject *g = ct_input(&held, PyTuple_GET_ITEM(grads, i), fn, arg, CT_ANY_FLOAT, 0,
                                     -1, 0);
         if (g == NULL) return -1;
-        Py_BEGIN_ALLOW_THREADS
+        CT_BEGIN_KERNEL
         if (PyArray_TYPE(g) == NPY_FLOAT32)
             partial = norm_partial_f32(PyArray_DATA(g), PyArray_SIZE(g), norm_type);
         else
             partial = norm_partial_f64(PyArray_DATA(g), PyArray_SIZE(g), norm_type);
-        Py_END_ALLOW_THREADS
+        CT_END_KERNEL
         ct_release(&held);
         total = ct_norm_combine(total, partial, norm_type);
     }

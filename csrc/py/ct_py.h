@@ -110,23 +110,37 @@ static inline PyObject *ct_finish(ct_held *held, PyObject *ret)
 /* Return a new reference to an element held (so it survives ct_release). */
 PyObject *ct_ret(PyArrayObject *a);
 
+/* fork() safety (fork_guard.c).  Every kernel runs between
+ * CT_BEGIN_KERNEL and CT_END_KERNEL: the GIL is released and a shared lock
+ * is held that fork() takes exclusively (a pthread_atfork prepare handler,
+ * registered after OpenBLAS's own), so no kernel - and no OpenBLAS GEMM with
+ * its worker threads - is running while the process forks.  OpenBLAS's
+ * pre-fork handler waits for its workers, and deadlocked when another thread
+ * had a GEMM in flight. */
+void ct_fork_guard_enter(void);
+void ct_fork_guard_leave(void);
+int ct_fork_guard_install(void);
+#define CT_BEGIN_KERNEL Py_BEGIN_ALLOW_THREADS ct_fork_guard_enter();
+#define CT_END_KERNEL ct_fork_guard_leave(); Py_END_ALLOW_THREADS
+
 /* Call name##_f32 or name##_f64 by the dtype `typenum`, with the GIL
- * released.  Pointer arguments are passed as void * (PyArray_DATA). */
+ * released (CT_BEGIN_KERNEL).  Pointer arguments are passed as void *
+ * (PyArray_DATA). */
 #define CT_DISPATCH(typenum, name, ...)                                   \
     do {                                                                  \
-        Py_BEGIN_ALLOW_THREADS                                            \
+        CT_BEGIN_KERNEL                                                   \
         if ((typenum) == NPY_FLOAT32) CT_CAT(name, _f32)(__VA_ARGS__);    \
         else CT_CAT(name, _f64)(__VA_ARGS__);                             \
-        Py_END_ALLOW_THREADS                                              \
+        CT_END_KERNEL                                                     \
     } while (0)
 
 /* Same, for kernels that return an int status (0 ok, -1 out of memory). */
 #define CT_DISPATCH_STATUS(status, typenum, name, ...)                    \
     do {                                                                  \
-        Py_BEGIN_ALLOW_THREADS                                            \
+        CT_BEGIN_KERNEL                                                   \
         if ((typenum) == NPY_FLOAT32) status = CT_CAT(name, _f32)(__VA_ARGS__); \
         else status = CT_CAT(name, _f64)(__VA_ARGS__);                    \
-        Py_END_ALLOW_THREADS                                              \
+        CT_END_KERNEL                                                     \
     } while (0)
 
 #define CT_DATA(a) ((a) ? PyArray_DATA(a) : NULL)
