@@ -19,6 +19,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import autograd as _autograd
+from ._checks import _check_operand, _factory_shape, _int_tuple, _positive_chunks, _view_shape
 from . import kernels as K
 from .autograd import Node, _grad_enabled, apply_op, run_backward
 
@@ -160,10 +161,10 @@ def _axes(dim, ndim, fn="dim"):
     return (_norm_dim(dim, ndim, fn),)
 
 
-def _shape_args(shape) -> tuple:
+def _shape_args(shape, fn: str = "size") -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, Size)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    return _int_tuple(shape, fn)
 
 
 def _index_to_numpy(idx):
@@ -1081,7 +1082,7 @@ class Tensor:
 
     # ------------------------------------------------------------ shape
     def view(self, *shape) -> "Tensor":
-        shape = _shape_args(shape)
+        shape = _view_shape(_shape_args(shape, "view"))
         x = self._data
         old = x.shape
         try:
@@ -1221,6 +1222,7 @@ class Tensor:
         return self.index_select(d, _wrap(idx))
 
     def chunk(self, chunks: int, dim: int = 0):
+        chunks = _positive_chunks(chunks)
         n = self._data.shape[_norm_dim(dim, self._data.ndim, "chunk")]
         size = -(-n // chunks)
         return self.split(max(size, 1), dim)
@@ -1917,6 +1919,8 @@ def matmul(a, b) -> Tensor:
 
     a (..., M, K) or (K,), b (..., K, N) or (K,) -> (broadcast..., M, N)
     without the promoted dims."""
+    _check_operand("matmul", "input", 1, a)
+    _check_operand("matmul", "other", 2, b)
     a = a if isinstance(a, Tensor) else tensor(a)
     b = b if isinstance(b, Tensor) else tensor(b)
     ad, bd = a._data, b._data
@@ -2037,7 +2041,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 
 def _factory(fill, size, dtype, requires_grad, device=None):
     _check_device(device)
-    shape = _shape_args(size)
+    shape = _factory_shape(_shape_args(size, getattr(fill, "__name__", "size")))
     d = _as_dtype(dtype) or _default_dtype
     t = _wrap(fill(shape, d))
     if requires_grad:

@@ -1,6 +1,37 @@
 /* args.c - argument checks shared by every binding (see ct_py.h). */
 #include "ct_py.h"
 
+#include <stdarg.h>
+
+int ct_parse_args(PyObject *args, PyObject *kw, const char *format, char **names, ...)
+{
+    va_list va;
+    va_start(va, names);
+    int ok = PyArg_VaParseTupleAndKeywords(args, kw, format, names, va);
+    va_end(va);
+    if (ok) return 1;
+    const char *colon = strchr(format, ':');
+    if (colon == NULL || !PyErr_ExceptionMatches(PyExc_TypeError)) return 0;
+    /* CPython names the function for arity and most type errors, not for
+     * a failed number conversion ("must be real number, not str") */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    const char *msg = text ? PyUnicode_AsUTF8(text) : NULL;
+    size_t len = strlen(colon + 1);
+    if (msg != NULL && strncmp(msg, colon + 1, len) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s(): %s", colon + 1, msg);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    } else {
+        PyErr_Restore(type, value, tb);
+    }
+    Py_XDECREF(text);
+    return 0;
+}
+
 PyObject *ct_hold(ct_held *held, PyObject *obj)
 {
     if (obj == NULL) return NULL;
@@ -276,6 +307,32 @@ int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t lo
             return -1;
         }
     }
+    return 0;
+}
+
+int ct_int_arg(PyObject *obj, const char *fn, const char *arg, long long low, long long high,
+               const char *range, PyObject *range_error, long long *out)
+{
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an int, got %s", fn, arg, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyObject *index = PyNumber_Index(obj);
+    if (index == NULL) return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        Py_DECREF(index);
+        return -1;
+    }
+    if (overflow || v < low || v > high) {
+        PyErr_Format(range_error, "%s: %s must be in [%lld, %lld]%s%s%s, got %S", fn, arg, low, high,
+                     range ? " (" : "", range ? range : "", range ? ")" : "", index);
+        Py_DECREF(index);
+        return -1;
+    }
+    Py_DECREF(index);
+    *out = v;
     return 0;
 }
 

@@ -38,7 +38,7 @@ static PyObject *py_embedding_forward(PyObject *self, PyObject *args, PyObject *
     const char *fn = "embedding_forward";
     PyObject *o_ids, *o_w;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO", names, &o_ids, &o_w)) return NULL;
+    if (!ct_parse_args(args, kw, "OO:embedding_forward", names, &o_ids, &o_w)) return NULL;
     PyArrayObject *w = ct_input(&held, o_w, fn, "weight", CT_ANY_FLOAT, 2, 2, 0);
     if (w == NULL) goto fail;
     int t = PyArray_TYPE(w);
@@ -88,7 +88,7 @@ static PyObject *py_embedding_backward(PyObject *self, PyObject *args, PyObject 
     PyObject *o_dout, *o_ids, *o_pad = Py_None, *o_dw = Py_None;
     Py_ssize_t V;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOn|OO", names, &o_dout, &o_ids, &V, &o_pad,
+    if (!ct_parse_args(args, kw, "OOn|OO:embedding_backward", names, &o_dout, &o_ids, &V, &o_pad,
                                      &o_dw))
         return NULL;
     if (ct_check_positive(V, fn, "num_embeddings", 1)) return NULL;

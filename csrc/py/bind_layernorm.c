@@ -29,7 +29,7 @@ static PyObject *py_layernorm_forward(PyObject *self, PyObject *args, PyObject *
     PyObject *o_x, *o_w = Py_None, *o_b = Py_None;
     double eps = 1e-5;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOd", names, &o_x, &o_w, &o_b, &eps))
+    if (!ct_parse_args(args, kw, "O|OOd:layernorm_forward", names, &o_x, &o_w, &o_b, &eps))
         return NULL;
     if (!(eps >= 0) || isinf(eps)) {
         PyObject *given = PyFloat_FromDouble(eps);
@@ -70,7 +70,7 @@ static PyObject *py_layernorm_backward(PyObject *self, PyObject *args, PyObject 
     PyObject *o_dinp = Py_None, *o_dw = Py_None, *o_db = Py_None;
     int need_dinp = 1, with_bias = 1;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO|OOOpp", names, &o_dout, &o_x, &o_w,
+    if (!ct_parse_args(args, kw, "OOOOO|OOOpp:layernorm_backward", names, &o_dout, &o_x, &o_w,
                                      &o_mean, &o_rstd, &o_dinp, &o_dw, &o_db, &need_dinp,
                                      &with_bias))
         return NULL;

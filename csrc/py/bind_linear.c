@@ -9,7 +9,7 @@ static PyObject *py_linear_forward(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "linear_forward";
     PyObject *o_inp, *o_w, *o_b = Py_None;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", names, &o_inp, &o_w, &o_b)) return NULL;
+    if (!ct_parse_args(args, kw, "OO|O:linear_forward", names, &o_inp, &o_w, &o_b)) return NULL;
     PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0);
     if (inp == NULL) goto fail;
     int t = PyArray_TYPE(inp), nd = PyArray_NDIM(inp);
@@ -51,7 +51,7 @@ static PyObject *py_linear_backward(PyObject *self, PyObject *args, PyObject *kw
     PyObject *o_dout, *o_inp, *o_w, *o_dinp = Py_None, *o_dw = Py_None, *o_db = Py_None;
     int with_bias = 1, need_dinp = 1;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|ppOOO", names, &o_dout, &o_inp, &o_w,
+    if (!ct_parse_args(args, kw, "OOO|ppOOO:linear_backward", names, &o_dout, &o_inp, &o_w,
                                      &with_bias, &need_dinp, &o_dinp, &o_dw, &o_db))
         return NULL;
     PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0);
@@ -109,7 +109,7 @@ static PyObject *py_bmm_forward(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "bmm_forward";
     PyObject *o_a, *o_b;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO", names, &o_a, &o_b)) return NULL;
+    if (!ct_parse_args(args, kw, "OO:bmm_forward", names, &o_a, &o_b)) return NULL;
     PyArrayObject *a = ct_input(&held, o_a, fn, "a", CT_ANY_FLOAT, 3, 3, 0);
     if (a == NULL) goto fail;
     int t = PyArray_TYPE(a);
@@ -135,7 +135,7 @@ static PyObject *py_bmm_backward(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *o_dout, *o_a, *o_b;
     int need_da = 1, need_db = 1;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|pp", names, &o_dout, &o_a, &o_b, &need_da,
+    if (!ct_parse_args(args, kw, "OOO|pp:bmm_backward", names, &o_dout, &o_a, &o_b, &need_da,
                                      &need_db))
         return NULL;
     PyArrayObject *a = ct_input(&held, o_a, fn, "a", CT_ANY_FLOAT, 3, 3, 0);

@@ -54,7 +54,7 @@ static PyObject *py_sgd_step(PyObject *self, PyObject *args, PyObject *kw)
     double lr, momentum = 0, dampening = 0, weight_decay = 0;
     int nesterov = 0, maximize = 0, first_step = 0;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOd|ddpdpp", names, &o_param, &o_grad, &o_buf,
+    if (!ct_parse_args(args, kw, "OOOd|ddpdpp:sgd_step", names, &o_param, &o_grad, &o_buf,
                                      &lr, &momentum, &dampening, &nesterov, &weight_decay,
                                      &maximize, &first_step))
         return NULL;
@@ -100,7 +100,7 @@ static PyObject *py_adam_step(PyObject *self, PyObject *args, PyObject *kw)
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
     int decoupled = 0, amsgrad = 0, maximize = 0;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOL|dddddppOp", names, &o_param, &o_grad, &o_m,
+    if (!ct_parse_args(args, kw, "OOOOL|dddddppOp:adam_step", names, &o_param, &o_grad, &o_m,
                                      &o_v, &step, &lr, &beta1, &beta2, &eps, &weight_decay,
                                      &decoupled, &amsgrad, &o_vmax, &maximize))
         return NULL;
@@ -180,7 +180,7 @@ static PyObject *py_grad_norm(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "grad_norm";
     PyObject *o_grads;
     double norm_type = 2.0, norm;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|d", names, &o_grads, &norm_type)) return NULL;
+    if (!ct_parse_args(args, kw, "O|d:grad_norm", names, &o_grads, &norm_type)) return NULL;
     if (check_norm_type(norm_type, fn)) return NULL;
     PyObject *grads = grads_tuple(o_grads, fn);
     if (grads == NULL) return NULL;
@@ -198,7 +198,7 @@ static PyObject *py_clip_grad_norm(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *o_grads;
     double max_norm, norm_type = 2.0, norm;
     char arg[32];
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Od|d", names, &o_grads, &max_norm, &norm_type))
+    if (!ct_parse_args(args, kw, "Od|d:clip_grad_norm", names, &o_grads, &max_norm, &norm_type))
         return NULL;
     if (check_norm_type(norm_type, fn) || check_range(max_norm, fn, "max_norm", 0, 0, 0, 0))
         return NULL;

@@ -87,12 +87,23 @@ int ct_check_same_dtype(PyArrayObject *a, PyArrayObject *ref, const char *fn,
  * else IndexError naming the first bad position and value. */
 int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t low,
                  int64_t high, int has_ignore, int64_t ignore);
+/* A Python integer argument (anything with __index__, not bool) in
+ * [low, high], else TypeError (not an int) or `range_error` (out of range,
+ * also beyond long long), naming fn and arg; `range` (or NULL) says where
+ * the bounds come from. */
+int ct_int_arg(PyObject *obj, const char *fn, const char *arg, long long low, long long high,
+               const char *range, PyObject *range_error, long long *out);
 /* A positive (>= 0 when allow_zero) integer argument. */
 int ct_check_positive(long long value, const char *fn, const char *arg, int allow_zero);
 
 /* New uninitialised / zeroed held arrays. */
 PyArrayObject *ct_empty(ct_held *held, int typenum, int ndim, const npy_intp *shape);
 PyArrayObject *ct_zeros(ct_held *held, int typenum, int ndim, const npy_intp *shape);
+
+/* PyArg_ParseTupleAndKeywords with `format` ending in ":function_name";
+ * every TypeError it raises names the function (CPython leaves it out of
+ * failed number conversions). */
+int ct_parse_args(PyObject *args, PyObject *kw, const char *format, char **names, ...);
 
 /* Product of a.shape[start:stop]. */
 npy_intp ct_prod(PyArrayObject *a, int start, int stop);
