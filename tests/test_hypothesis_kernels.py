@@ -24,11 +24,10 @@ import os
 import numpy as np
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings   # a test dependency (pyproject's [test])
+from hypothesis import strategies as st
 
-from ctransformer import kernels as K  # noqa: E402
+from ctransformer import kernels as K
 
 settings.register_profile(
     "ci", max_examples=int(os.environ.get("CT_HYPOTHESIS_EXAMPLES", "25")), deadline=None, derandomize=True,

@@ -15,6 +15,10 @@ import pytest
 from ctransformer import kernels as K
 
 CALLS = int(os.environ.get("CT_RESOURCE_CALLS", "10000"))
+# Under AddressSanitizer (.ci/sanitize) freed memory sits in ASan's
+# quarantine, so the RSS grows by design: only tracemalloc and reference
+# counts are checked there.
+UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 F = np.float32
 
 
@@ -129,7 +133,7 @@ def test_no_growth_over_many_calls(path):
     for name, fn in cases.items():
         traced, rss = _measure(fn, CALLS, path == "error")
         # a leak of one small array per call is >= 100 bytes x CALLS
-        if traced > 64 * 1024 or rss > 4 * 1024:
+        if traced > 64 * 1024 or (rss > 4 * 1024 and not UNDER_ASAN):
             failures.append(f"{name}: tracemalloc +{traced} B, RSS +{rss} kB over {CALLS} calls")
     refs1 = {k: sys.getrefcount(v) for k, v in a.items()}
     assert not failures, failures
