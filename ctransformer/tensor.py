@@ -272,7 +272,9 @@ class Tensor:
 
     @data.setter
     def data(self, value) -> None:
-        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+        arr = value._data if isinstance(value, Tensor) else np.asarray(value)
+        # the kernels (optimizer steps in place) need the machine's byte order
+        self._data = arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
     @property
     def shape(self) -> Size:

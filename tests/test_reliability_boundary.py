@@ -153,6 +153,15 @@ def test_tensor_of_big_endian_array_converts_and_trains():
     np.testing.assert_allclose(lin.weight.detach().numpy(), want, rtol=1e-6, atol=1e-6)
 
 
+def test_data_assigned_a_big_endian_array_is_stored_native():
+    p = ct.nn.Parameter(ct.zeros(3))
+    p.data = _big(np.arange(3, dtype=np.float32))
+    assert p.numpy().dtype.isnative
+    p.grad = ct.ones(3)
+    ct.optim.SGD([p], lr=1.0).step()
+    np.testing.assert_array_equal(p.detach().numpy(), [-1, 0, 1])
+
+
 def test_tensor_of_object_array_refused():
     with pytest.raises(TypeError, match="can't convert np.ndarray of type object"):
         ct.tensor(np.array([1.0, None], dtype=object))
