@@ -3,12 +3,10 @@ path, temporary files of killed saves swept, limits on what a crafted file
 can make load() allocate, malformed structures refused."""
 import gc
 import json
-import os
 import signal
 import subprocess
 import sys
 import warnings
-import zipfile
 
 import numpy as np
 import pytest
