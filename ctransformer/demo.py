@@ -419,7 +419,7 @@ def _run(args, parser, status: _Status) -> int:
     greedy = translate(model, src_tok, tgt_tok, samples)
     beam = translate(model, src_tok, tgt_tok, samples, beam_size=args.beam_size)
     rows = [(zh, ref, _mark(g, ref), _mark(b, ref)) for (zh, ref), g, b in zip(chosen, greedy, beam)]
-    print("\nsamples (✓ = the reference exactly):")
+    print(f"\nsamples (✓ = the reference exactly):")
     for line in format_table(("source", "reference", "greedy", f"beam (k={args.beam_size})"), rows):
         print("  " + line)
     heatmap = os.path.join(args.output_dir, HEATMAP)
