@@ -442,6 +442,116 @@ def test_adam_step(data, shape, dtype, decoupled):
     assert_matches(m, m_ref, dtype, what="adam exp_avg")
 
 
+# ------------------------------------------------------------------ backward passes
+ACT_GRAD = {   # derivative from the input x
+    "relu": lambda x: (x > 0).astype(np.float64),
+    "tanh": lambda x: 1 - np.tanh(x) ** 2,
+    "sigmoid": lambda x: ACT["sigmoid"](x) * (1 - ACT["sigmoid"](x)),
+    "gelu": lambda x: 0.5 * (1 + _erf(x / math.sqrt(2))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi),
+}
+
+
+@given(st.data(), shapes(0, 3), st.sampled_from(DTYPES), st.sampled_from(sorted(ACT_GRAD)), st.booleans())
+def test_activation_backward(data, shape, dtype, kind, accumulate):
+    xr, x = data.draw(arrays(shape, dtype, specials=False, scale=3.0))
+    gr, g = data.draw(arrays(shape, dtype, specials=False))
+    saved = K.activation_forward(x, kind) if K.activation_saves_output(kind) else x
+    given_acc = np.full(shape, 0.5, dtype) if accumulate else None
+    out = K.activation_backward(g, saved, kind, given_acc)
+    ref = gr * ACT_GRAD[kind](xr) + (0.5 if accumulate else 0)
+    assert_matches(out, ref, dtype, atol_scale=10, what=f"{kind} backward")
+    if accumulate:
+        assert out is given_acc
+
+
+@given(st.data(), shapes(1, 3), st.sampled_from(DTYPES), st.booleans())
+def test_softmax_backward(data, shape, dtype, log):
+    xr, x = data.draw(arrays(shape, dtype, specials=False, scale=3.0))
+    gr, g = data.draw(arrays(shape, dtype, specials=False))
+    y = (K.log_softmax_forward if log else K.softmax_forward)(x)
+    yr = y.astype(np.float64)
+    if log:
+        ref = gr - np.exp(yr) * gr.sum(-1, keepdims=True)
+        out = K.log_softmax_backward(_layout(data.draw, g), _layout(data.draw, y))
+    else:
+        ref = yr * (gr - (gr * yr).sum(-1, keepdims=True))
+        out = K.softmax_backward(_layout(data.draw, g), _layout(data.draw, y))
+    assert_matches(out, ref, dtype, atol_scale=np.abs(gr).sum(-1, keepdims=True) + 1, what="softmax backward")
+
+
+@given(st.data(), shapes(1, 3), st.sampled_from(DTYPES))
+def test_layernorm_backward(data, shape, dtype):
+    xr, x = data.draw(arrays(shape, dtype, specials=False))
+    wr, w = data.draw(arrays(shape[-1:], dtype, specials=False))
+    gr, g = data.draw(arrays(shape, dtype, specials=False))
+    _, mean, rstd = K.layernorm_forward(x, w, None)
+    dx, dw, db = K.layernorm_backward(g, x, w, mean, rstd)
+    D = shape[-1]
+    mu = xr.mean(-1, keepdims=True) if D else np.zeros(shape[:-1] + (1,))
+    rs = 1 / np.sqrt(((xr - mu) ** 2).mean(-1, keepdims=True) + 1e-5) if D else np.zeros(shape[:-1] + (1,))
+    xhat = (xr - mu) * rs
+    gw = gr * wr
+    ref_dx = rs * (gw - (gw.mean(-1, keepdims=True) if D else 0) - xhat * ((gw * xhat).mean(-1, keepdims=True)
+                                                                         if D else 0))
+    lead = tuple(range(len(shape) - 1))
+    scale = rs * (np.abs(gw).sum(-1, keepdims=True) + 1) * 10
+    assert_matches(dx, ref_dx, dtype, atol_scale=scale, what="layernorm dinp")
+    assert_matches(dw, (gr * xhat).sum(lead), dtype, atol_scale=np.abs(gr * xhat).sum(lead) + 1, what="dweight")
+    assert_matches(db, gr.sum(lead), dtype, atol_scale=np.abs(gr).sum(lead) + 1, what="dbias")
+
+
+@given(st.data(), shapes(0, 3), st.sampled_from(DTYPES), st.sampled_from([0.0, 0.3, 1.0]))
+def test_dropout_backward(data, shape, dtype, p):
+    xr, x = data.draw(arrays(shape, dtype, specials=False))
+    _, mask = K.dropout_forward(x, p, 5)
+    gr, g = data.draw(arrays(shape, dtype))
+    with np.errstate(all="ignore"):
+        ref = np.where(mask, gr * (1 / (1 - p) if p < 1 else 0.0), gr * 0.0)
+    assert_matches(K.dropout_backward(g, _layout(data.draw, mask), p), ref, dtype, what="dropout backward")
+
+
+@given(st.data(), st.sampled_from([1, 2, 5]), st.sampled_from([1, 2, 7]), st.sampled_from(DTYPES),
+       st.sampled_from(["mean", "sum", "none"]))
+def test_cross_entropy_backward_and_non_finite_logits(data, N, C, dtype, reduction):
+    xr, x = data.draw(arrays((N, C), dtype, scale=3.0))   # NaN/+-Inf/+-1e30 logits sometimes
+    t = np.asarray(data.draw(st.lists(st.integers(0, C - 1), min_size=N, max_size=N)), np.int64)
+    loss, lse = K.cross_entropy_forward(x, t, reduction=reduction)
+    with np.errstate(all="ignore"):
+        m = xr.max(-1, keepdims=True)
+        ref_lse = (m + np.log(np.exp(xr - m).sum(-1, keepdims=True)))[:, 0]
+        nll = ref_lse - xr[np.arange(N), t]
+        ref = {"none": nll, "sum": nll.sum(), "mean": nll.mean()}[reduction]
+    assert_matches(loss, ref, dtype, atol_scale=10 * (1 + np.abs(xr[np.isfinite(xr)]).max(initial=0)),
+                   what="cross_entropy with specials")
+    if np.isfinite(xr).all():
+        dl = np.ones(N if reduction == "none" else (), dtype)
+        d = K.cross_entropy_backward(dl, x, t, lse, reduction=reduction)
+        soft = np.exp(xr - ref_lse[:, None])
+        onehot = np.eye(C)[t]
+        ref_d = (soft - onehot) / (N if reduction == "mean" else 1)
+        assert_matches(d, ref_d, dtype, atol_scale=10, what="cross_entropy backward")
+
+
+@given(st.data(), st.sampled_from([1, 2]), st.sampled_from([1, 2]), st.sampled_from([1, 3]),
+       st.sampled_from([1, 4]), st.sampled_from([1, 3]), st.sampled_from(DTYPES))
+def test_sdpa_backward(data, B, H, Tq, Tk, Dh, dtype):
+    qr, q = data.draw(arrays((B, H, Tq, Dh), dtype, specials=False))
+    kr, k = data.draw(arrays((B, H, Tk, Dh), dtype, specials=False))
+    vr, v = data.draw(arrays((B, H, Tk, Dh), dtype, specials=False))
+    gr, g = data.draw(arrays((B, H, Tq, Dh), dtype, specials=False))
+    _, probs = K.sdpa_forward(q, k, v)
+    dq, dk, dv = K.sdpa_backward(g, q, k, v, probs)
+    sc = 1 / math.sqrt(Dh)
+    s = qr @ np.swapaxes(kr, -1, -2) * sc
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = gr @ np.swapaxes(vr, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    assert_matches(dv, np.swapaxes(p, -1, -2) @ gr, dtype, atol_scale=10, what="dv")
+    assert_matches(dq, ds @ kr * sc, dtype, atol_scale=30, what="dq")
+    assert_matches(dk, np.swapaxes(ds, -1, -2) @ qr * sc, dtype, atol_scale=30, what="dk")
+
+
 # ------------------------------------------------------------------ every family: aliasing is refused
 @given(st.data(), st.sampled_from(DTYPES))
 def test_accumulator_aliasing_refused(data, dtype):
