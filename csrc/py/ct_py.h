@@ -30,7 +30,7 @@
  * arguments, its name: the arrays a kernel reads (ct_input) and the arrays
  * it writes in place (ct_inplace) are checked against each other for
  * overlapping memory as they enter (see ct_inplace). */
-#define CT_MAX_HELD 32
+#define CT_MAX_HELD 64
 enum { CT_HELD_OWNED = 0, CT_HELD_INPUT = 1, CT_HELD_INPLACE = 2 };
 typedef struct {
     PyObject *items[CT_MAX_HELD];
