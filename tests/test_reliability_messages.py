@@ -128,3 +128,69 @@ def test_rnn_stack_inner_errors_lead_with_the_stack_function():
         K.rnn_stack_backward(out, None, np.zeros_like(h_n), cache)
     with pytest.raises(TypeError, match=r"^rnn_stack_backward: rnn_backward: dout must have dtype float64"):
         K.rnn_stack_backward(out.astype(np.float32), None, None, cache)
+
+
+# ------------------------------------------------------------------ every kernel, every argument
+def _valid_calls():
+    """One valid call per public kernel: (function, positional arguments)."""
+    F = np.float32
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4)).astype(F)
+    w = rng.standard_normal((5, 4)).astype(F)
+    g = np.ones((3, 5), F)
+    q = rng.standard_normal((1, 2, 3, 4)).astype(F)
+    d = np.ones(4, F)
+    x3, b3, d3 = np.ones((2, 3, 4), F), np.ones((2, 4, 5), F), np.ones((2, 3, 5), F)
+    seq, w_ih, w_hh = np.ones((2, 2, 3), F), np.ones((8, 3), F), np.ones((8, 2), F)
+    rnn = K.rnn_forward(seq, None, w_ih, w_hh, None, None, "lstm")
+    stack = K.rnn_stack_forward(seq, None, [(w_ih, w_hh, None, None)], "lstm")
+    probs = K.sdpa_forward(q, q, q)[1]
+    ln = K.layernorm_forward(x)
+    t = np.array([0, 1, 2])
+    lse = K.cross_entropy_forward(g, t)[1]
+    query, ipw, ipb, opw, opb = np.ones((2, 3, 4), F), np.ones((12, 4), F), np.ones(12, F), np.ones((4, 4), F), d
+    cache = np.zeros((1, 2, 4, 4), F)
+    step = np.ones((1, 2, 4), F)
+    return [
+        (K.linear_forward, (x, w, np.ones(5, F))), (K.linear_backward, (g, x, w)), (K.bmm_forward, (x3, b3)),
+        (K.bmm_backward, (d3, x3, b3)), (K.matmul_forward, (x3, b3)), (K.matmul_backward, (d3, x3, b3)),
+        (K.activation_forward, (x, "gelu")), (K.activation_backward, (x, x, "gelu")), (K.softmax_forward, (x,)),
+        (K.softmax_backward, (x, x)), (K.log_softmax_forward, (x,)), (K.log_softmax_backward, (x, x)),
+        (K.layernorm_forward, (x, d, d)), (K.layernorm_backward, (x, x, d, ln[1], ln[2])),
+        (K.add_layernorm_forward, (x, x, d, d)), (K.bias_act_forward, (x, d, "gelu")),
+        (K.bias_act_backward, (x, x, d, "gelu")), (K.dropout_forward, (x, 0.5, 1)),
+        (K.dropout_backward, (x, np.ones((3, 4), bool), 0.5)), (K.embedding_forward, (np.array([0, 1]), w)),
+        (K.embedding_backward, (np.ones((2, 4), F), np.array([0, 1]), 5)), (K.cross_entropy_forward, (g, t)),
+        (K.cross_entropy_backward, (np.array(1.0, F), g, t, lse)), (K.sdpa_forward, (q, q, q)),
+        (K.sdpa_backward, (q, q, q, q, probs)), (K.mha_packed_forward, (query, None, ipw, ipb, opw, opb, 2)),
+        (K.rnn_forward, (seq, None, w_ih, w_hh, None, None, "lstm")),
+        (K.rnn_backward, (rnn[0], None, None, seq, None, None, w_ih, w_hh, None, None, rnn[3], "lstm")),
+        (K.rnn_stack_forward, (seq, None, [(w_ih, w_hh, None, None)], "lstm")),
+        (K.rnn_stack_backward, (stack[0], None, None, stack[3])),
+        (K.sgd_step, (np.ones(4, F), d, None, 0.1)), (K.adam_step, (np.ones(4, F), d, np.zeros(4, F), np.zeros(4, F), 1)),
+        (K.grad_norm, ([x],)), (K.kv_cache_append, (cache, cache.copy(), step, step, 0)),
+        (K.attend_step, (step, cache, cache, 1)), (K.cache_reorder, (cache, np.array([0]))),
+        (K.decode_linear, (x[:1], w)),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_valid_calls())))
+def test_every_argument_of_every_kernel_replaced_by_garbage(index):
+    """None, a string, a nested list, an object in place of any argument:
+    TypeError / ValueError / IndexError led by the function's name (never
+    an AttributeError from inside a wrapper), or, for a None, acceptance
+    (optional arguments)."""
+    fn, args = _valid_calls()[index]
+    fn(*args)
+    for i in range(len(args)):
+        for garbage in (None, "x", [[1.0]], object()):
+            if args[i] is None and garbage is None:
+                continue
+            call = list(args)
+            call[i] = garbage
+            try:
+                fn(*call)
+            except (TypeError, ValueError, IndexError) as exc:
+                assert str(exc).startswith(fn.__name__), (i, garbage, exc)
+            else:
+                assert garbage is None, (fn.__name__, i, garbage)

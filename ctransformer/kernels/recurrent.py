@@ -134,10 +134,15 @@ def _check_stack_args(fn: str, x: np.ndarray, h0: Optional[np.ndarray], c0: Opti
     if x.ndim != 3:
         raise ValueError(f"{fn}: x must have 3 dimensions ({'B, T' if batch_first else 'T, B'}, I), "
                          f"got {x.ndim}")
+    if not isinstance(weights, (list, tuple)):
+        raise TypeError(f"{fn}: weights must be a list of (w_ih, w_hh, b_ih, b_hh) tuples, got "
+                        f"{type(weights).__name__}")
     if len(weights) != num_layers * num_directions:
         raise ValueError(f"{fn}: weights must have {num_layers * num_directions} entries "
                          f"(num_layers * num_directions), got {len(weights)}")
     for k, w in enumerate(weights):
+        if not isinstance(w, (list, tuple)):
+            raise TypeError(f"{fn}: weights[{k}] must be a (w_ih, w_hh, b_ih, b_hh) tuple, got {type(w).__name__}")
         if len(w) != 4:
             raise ValueError(f"{fn}: weights[{k}] must be (w_ih, w_hh, b_ih, b_hh), got {len(w)} items")
     w_hh = weights[0][1]
@@ -238,6 +243,9 @@ def rnn_stack_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray],
     (not lstm), [(dw_ih, dw_hh, db_ih, db_hh)] per layer and direction).
     """
     fn = "rnn_stack_backward"
+    if not isinstance(cache, RNNStackCache):
+        raise TypeError(f"{fn}: cache must be the RNNStackCache returned by rnn_stack_forward, "
+                        f"got {type(cache).__name__}")
     L, D, mode = cache.num_layers, cache.num_directions, cache.mode
     T, B = cache.layer_inputs[0].shape[:2]
     H = cache.weights[0][1].shape[1]
