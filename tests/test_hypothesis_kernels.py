@@ -13,7 +13,7 @@ must be close to it, where it is +-Inf the result must be the same infinity,
 where it is NaN the result must be NaN.
 
 Example budget: the ``ci`` profile (default) runs ``CT_HYPOTHESIS_EXAMPLES``
-(default 25) examples per test; ``HYPOTHESIS_PROFILE=long`` runs 2,000 per
+(default 50) examples per test; ``HYPOTHESIS_PROFILE=long`` runs 2,000 per
 test, for a local fuzzing session (see CONTRIBUTING.md).
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from ctransformer import kernels as K
 
 settings.register_profile(
-    "ci", max_examples=int(os.environ.get("CT_HYPOTHESIS_EXAMPLES", "25")), deadline=None, derandomize=True,
+    "ci", max_examples=int(os.environ.get("CT_HYPOTHESIS_EXAMPLES", "50")), deadline=None, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("long", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
