@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import _C
-from ._args import U64, as_float, as_int  # noqa: F401
+from ._args import as_float
 
 
 def _act_name(fn: str, act: str, approximate: str) -> str:

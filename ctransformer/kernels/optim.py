@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from .. import _C
-from ._args import U64, as_float, as_int  # noqa: F401
+from ._args import as_float
 
 Grads = Union[np.ndarray, Sequence[np.ndarray]]
 
@@ -56,4 +56,5 @@ def clip_grad_norm(grads: Grads, max_norm: float, norm_type: float = 2.0) -> flo
     by ``min(max_norm / (total_norm + 1e-6), 1)`` and returns total_norm
     (see :func:`grad_norm`).  Gradients must be C-contiguous; all are
     checked before any is scaled."""
-    return _C.clip_grad_norm(grads, as_float("clip_grad_norm", "max_norm", max_norm), as_float("clip_grad_norm", "norm_type", norm_type))
+    return _C.clip_grad_norm(grads, as_float("clip_grad_norm", "max_norm", max_norm),
+                             as_float("clip_grad_norm", "norm_type", norm_type))

@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import _C
-from ._args import U64, as_float, as_int  # noqa: F401
+from ._args import as_float
 from .dropout import dropout_backward, dropout_forward
 
 MODES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
