@@ -72,11 +72,16 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
 static inline float ct_exp_nonpositive(float x)
 {
     float xc = x < -87.0f ? -87.0f : x;
-    float k = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+    float t = xc * 1.44269504f + 12582912.0f;
+    float k = t - 12582912.0f;
     float r = (xc - k * 0.693145752f) - k * 1.42860677e-06f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.66666672e-01f + r * (4.16666679e-02f +
                      r * (8.33333377e-03f + r * 1.38888892e-03f)))));
-    int32_t bits = ((int32_t)k + 127) << 23;
+    /* 2^k from the low mantissa bits of t = k + 1.5 * 2^23, unsigned (no
+     * float -> int conversion, undefined for NaN; no signed shift) */
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits - 0x4B400000u + 127u) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     float e = p * scale;

@@ -104,10 +104,14 @@ static inline float ct_expf(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float er = p * (r * r) + r + 1.0f;
-    /* 2^k1, 2^k2 from the exponent field (bias 127) */
-    int32_t k1 = (int32_t)k1f, k2 = (int32_t)k2f;
-    float s1 = ct_from_bits_f32((uint32_t)(k1 + 127) << 23);
-    float s2 = ct_from_bits_f32((uint32_t)(k2 + 127) << 23);
+    /* 2^k1, 2^k2 from the exponent field (bias 127).  k is read from the
+     * low mantissa bits of k + 1.5 * 2^23 in unsigned arithmetic: a float
+     * to int conversion would be undefined for NaN (whose scale factors
+     * are then garbage, but er is NaN and so is the result). */
+    uint32_t e1 = ct_bits_f32(k1f + CT_ROUND_F32) - ct_bits_f32(CT_ROUND_F32) + 127u;
+    uint32_t e2 = ct_bits_f32(k2f + CT_ROUND_F32) - ct_bits_f32(CT_ROUND_F32) + 127u;
+    float s1 = ct_from_bits_f32(e1 << 23);
+    float s2 = ct_from_bits_f32(e2 << 23);
     float y = er * s1 * s2;
     y = ct_select_f32(x > CT_EXPF_BIG, INFINITY, y);
     y = ct_select_f32(x < CT_EXPF_SMALL, 0.0f, y);

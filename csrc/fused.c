@@ -127,9 +127,11 @@ void FN(bias_act_backward)(real *dinp, real *dbias, const real *dout, const real
 static CT_VECTOR_CLONES void FN(row_stats)(const real *restrict inp, const real *restrict residual,
                                            double eps, ct_int N, real *mean, real *rstd)
 {
-    acc_t sum, sq;
-    CT_SUM8(sum, N, (acc_t)inp[k] + (acc_t)residual[k]);
-    acc_t mu = N > 0 ? sum / (acc_t)N : 0;
+    /* Shifted by the row's first element, so that a constant row has mean
+     * exactly that value and variance 0 at any magnitude (see layernorm.c). */
+    acc_t sum, sq, shift = N > 0 ? (acc_t)inp[0] + (acc_t)residual[0] : 0;
+    CT_SUM8(sum, N, (acc_t)inp[k] + (acc_t)residual[k] - shift);
+    acc_t mu = N > 0 ? shift + sum / (acc_t)N : 0;
     CT_SUM8(sq, N, ((acc_t)inp[k] + (acc_t)residual[k] - mu) * ((acc_t)inp[k] + (acc_t)residual[k] - mu));
     acc_t var = N > 0 ? sq / (acc_t)N : 0;
     *mean = (real)mu;

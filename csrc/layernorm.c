@@ -21,7 +21,17 @@
  * vectorise. */
 CT_INLINE void FN(row_moments)(const real *restrict x, ct_int D, acc_t *mean, acc_t *var)
 {
-    acc_t mu = D > 0 ? VSUM(x, D) / (acc_t)D : 0;
+    /* The mean is taken of x - x[0] (shifted data): a constant row then
+     * has mean exactly x[0] and variance exactly 0 at any magnitude (a
+     * plain sum / D rounds at 1e30 and the normalised row is not 0, where
+     * torch, Welford's update, gives the bias). */
+    acc_t shift = D > 0 ? (acc_t)x[0] : 0, lane0[CT_LANES] = {0}, s = 0;
+    ct_int j = 0;
+    for (; j + CT_LANES <= D; j += CT_LANES)
+        for (int k = 0; k < CT_LANES; k++) lane0[k] += (acc_t)x[j + k] - shift;
+    for (int k = 0; k < CT_LANES; k++) s += lane0[k];
+    for (; j < D; j++) s += (acc_t)x[j] - shift;
+    acc_t mu = D > 0 ? shift + s / (acc_t)D : 0;
     acc_t lane[CT_LANES] = {0}, sq = 0;
     ct_int i = 0;
     for (; i + CT_LANES <= D; i += CT_LANES)

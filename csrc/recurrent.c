@@ -60,9 +60,9 @@ static inline real FN(fast_exp)(real x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits;
+    uint32_t bits; /* unsigned: for NaN the shift would overflow an int */
     memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4B400000 + 127) << 23; /* 2^n */
+    bits = (bits - 0x4B400000u + 127u) << 23; /* 2^n */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
@@ -88,9 +88,9 @@ static inline real FN(fast_exp)(real x)
     p = p * r + 1.0 / 6.0;
     p = p * r + 0.5;
     p = p * r * r + r + 1.0;
-    int64_t bits;
+    uint64_t bits; /* unsigned: for NaN the shift would overflow */
     memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4338000000000000LL + 1023) << 52; /* 2^n */
+    bits = (bits - 0x4338000000000000ULL + 1023u) << 52; /* 2^n */
     double scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

@@ -11,15 +11,22 @@ Supported values: dict / OrderedDict (any supported keys), list, tuple,
 Tensor, Parameter, NumPy arrays and scalars, int, float (inf/nan too), bool,
 str, None.  A Tensor stored twice is saved once and loaded as one object.
 Files are written atomically: a temporary file in the same directory,
-flushed and fsync'ed, then ``os.replace``-d over the target.  Loading uses
-``allow_pickle=False``; a truncated or foreign file raises ValueError naming
-the path.
+flushed and fsync'ed, then ``os.replace``-d over the target.  A save that
+was killed (SIGKILL, power loss) leaves its temporary file behind; the next
+save to the same path removes the ones whose writing process is gone.
+Loading uses ``allow_pickle=False``; a truncated or foreign file raises
+ValueError naming the path, and the file is closed on every path.  Limits
+against crafted files: the structure entry at most ``MAX_STRUCTURE_BYTES``
+and ``MAX_DEPTH`` levels deep, and no archive member may inflate more than
+``MAX_INFLATION`` times its stored size.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
+import time
 import zipfile
 from collections import OrderedDict
 from typing import Any, BinaryIO, Dict, Union
@@ -35,6 +42,15 @@ _FORMAT = "ctransformer"
 _VERSION = 1
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+#: Largest structure entry (the JSON tree) :func:`load` reads, in bytes.
+MAX_STRUCTURE_BYTES = 64 * 1024 * 1024
+#: Deepest nesting of containers :func:`load` decodes.
+MAX_DEPTH = 200
+#: Largest ratio of an archive member's inflated to stored size (our own
+#: saves store uncompressed: ratio 1; ``np.savez_compressed`` reaches ~10-100
+#: on regular data).
+MAX_INFLATION = 1000
 
 
 class _Encoder:
@@ -92,7 +108,11 @@ class _Decoder:
         self.arrays = arrays
         self.tensors: Dict[str, Tensor] = {}
 
-    def decode(self, node: dict) -> Any:
+    def decode(self, node: dict, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise ValueError(f"the structure is nested more than {MAX_DEPTH} levels deep")
+        if not isinstance(node, dict):
+            raise ValueError(f"a structure node must be a JSON object, got {type(node).__name__}")
         kind = node["t"]
         if kind == "none":
             return None
@@ -105,16 +125,19 @@ class _Decoder:
         if kind == "ndarray":
             return self.arrays[node["k"]]
         if kind == "npscalar":
-            return self.arrays[node["k"]][()]
+            arr = self.arrays[node["k"]]
+            if arr.ndim != 0:
+                raise ValueError(f"an npscalar node refers to a {arr.ndim}-D array of shape {arr.shape}")
+            return arr[()]
         if kind == "tensor":
             return self._tensor(node)
         if kind in ("dict", "odict"):
-            pairs = [(self.decode(k), self.decode(v)) for k, v in node["items"]]
+            pairs = [(self.decode(k, depth + 1), self.decode(v, depth + 1)) for k, v in node["items"]]
             return OrderedDict(pairs) if kind == "odict" else dict(pairs)
         if kind == "list":
-            return [self.decode(v) for v in node["items"]]
+            return [self.decode(v, depth + 1) for v in node["items"]]
         if kind == "tuple":
-            return tuple(self.decode(v) for v in node["items"])
+            return tuple(self.decode(v, depth + 1) for v in node["items"])
         raise ValueError(f"unknown node type {kind!r}")
 
     def _tensor(self, node: dict) -> Tensor:
@@ -151,7 +174,9 @@ def save(obj: Any, f: Union[PathLike, BinaryIO], *args: Any, **kwargs: Any) -> N
         return
     path = os.fspath(f)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    _sweep_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(_temp_prefix(path)) + f"{os.getpid()}.", suffix=".tmp",
+                               dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
             _write_npz(out, arrays)
@@ -165,6 +190,57 @@ def save(obj: Any, f: Union[PathLike, BinaryIO], *args: Any, **kwargs: Any) -> N
             pass
         raise
     _fsync_dir(directory)
+
+
+def _temp_prefix(path: str) -> str:
+    """Temporary files of a save to `path` are `.<name>.pid<PID>.<random>.tmp`."""
+    return os.path.join(os.path.dirname(os.path.abspath(path)), "." + os.path.basename(path) + ".pid")
+
+
+def _sweep_temporaries(path: str, stale_after: float = 3600.0) -> None:
+    """Remove the temporary files earlier saves to `path` left behind when
+    killed: those of processes that no longer exist (a live process may be
+    saving right now), and any older than `stale_after` seconds (the pid
+    may have been reused).  Best effort: errors are ignored."""
+    prefix = _temp_prefix(path)
+    now = time.time()
+    for tmp in glob.glob(glob.escape(prefix) + "*.tmp"):
+        pid_text = tmp[len(prefix):].split(".", 1)[0]
+        try:
+            pid = int(pid_text)
+            alive = pid != os.getpid() and _process_exists(pid)
+            if alive and now - os.path.getmtime(tmp) < stale_after:
+                continue
+            if pid == os.getpid() and now - os.path.getmtime(tmp) < stale_after:
+                continue   # another thread of this process may be saving
+            os.unlink(tmp)
+        except (ValueError, OSError):
+            continue
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _check_archive_limits(fh: BinaryIO) -> None:
+    """Refuse archives whose members would inflate beyond the limits (the
+    sizes come from the zip directory, before anything is decompressed)."""
+    start = fh.tell()
+    with zipfile.ZipFile(fh) as zf:
+        for info in zf.infolist():
+            if info.filename == _STRUCTURE + ".npy" and info.file_size > MAX_STRUCTURE_BYTES:
+                raise ValueError(f"the structure entry is {info.file_size} bytes, more than the limit "
+                                 f"MAX_STRUCTURE_BYTES = {MAX_STRUCTURE_BYTES}")
+            if info.file_size > MAX_INFLATION * max(info.compress_size, 1) + (1 << 20):
+                raise ValueError(f"member {info.filename!r} inflates from {info.compress_size} to "
+                                 f"{info.file_size} bytes, more than MAX_INFLATION = {MAX_INFLATION} times")
+    fh.seek(start)
 
 
 def _fsync_dir(directory: str) -> None:
@@ -192,20 +268,12 @@ def load(f: Union[PathLike, BinaryIO], map_location: Any = None, weights_only: A
     if not hasattr(f, "read") and not os.path.exists(os.fspath(f)):
         raise FileNotFoundError(f"load: no such file: {name}")
     try:
-        with np.load(f, allow_pickle=False) as archive:
-            if not isinstance(archive, np.lib.npyio.NpzFile):
-                raise ValueError("a single .npy array, not a checkpoint archive")
-            if _STRUCTURE not in archive.files:
-                raise ValueError(f"no {_STRUCTURE!r} entry (a foreign .npz, or a torch/pickle file)")
-            structure = json.loads(bytes(archive[_STRUCTURE]).decode("utf-8"))
-            if not isinstance(structure, dict) or structure.get("format") != _FORMAT:
-                raise ValueError("the structure entry is not a ctransformer structure")
-            if structure.get("version") != _VERSION:
-                raise ValueError(f"unsupported checkpoint version {structure.get('version')!r}")
-            arrays = {k: archive[k] for k in archive.files if k != _STRUCTURE}
-        return _Decoder(arrays).decode(structure["root"])
+        # our own handle, closed on every path (np.load left it open when the
+        # archive turned out truncated)
+        with (open(os.fspath(f), "rb") if not hasattr(f, "read") else _Borrowed(f)) as fh:
+            return _load_from(fh)
     except (ValueError, KeyError, TypeError, OSError, EOFError, zipfile.BadZipFile, UnicodeDecodeError,
-            json.JSONDecodeError, zipfile.LargeZipFile, NotImplementedError) as exc:
+            json.JSONDecodeError, zipfile.LargeZipFile, NotImplementedError, RecursionError) as exc:
         if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
         raise ValueError(f"load: {name} is not a valid ctransformer checkpoint "
@@ -214,3 +282,38 @@ def load(f: Union[PathLike, BinaryIO], map_location: Any = None, weights_only: A
         raise ValueError(f"load: {name} is not a valid ctransformer checkpoint "
                          f"(truncated, corrupted, or written by something else): {type(exc).__name__}: {exc}") \
             from exc
+
+
+class _Borrowed:
+    """A caller's file object in a ``with`` that does not close it."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+
+    def __enter__(self) -> BinaryIO:
+        return self.fh
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _load_from(fh: BinaryIO) -> Any:
+    """The object in an open checkpoint (errors are raised as they come)."""
+    start = fh.tell() if fh.seekable() else 0
+    if fh.seekable():
+        if fh.read(4) == b"PK\x03\x04":
+            fh.seek(start)
+            _check_archive_limits(fh)
+        fh.seek(start)
+    with np.load(fh, allow_pickle=False) as archive:
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ValueError("a single .npy array, not a checkpoint archive")
+        if _STRUCTURE not in archive.files:
+            raise ValueError(f"no {_STRUCTURE!r} entry (a foreign .npz, or a torch/pickle file)")
+        structure = json.loads(bytes(archive[_STRUCTURE]).decode("utf-8"))
+        if not isinstance(structure, dict) or structure.get("format") != _FORMAT:
+            raise ValueError("the structure entry is not a ctransformer structure")
+        if structure.get("version") != _VERSION:
+            raise ValueError(f"unsupported checkpoint version {structure.get('version')!r}")
+        arrays = {k: archive[k] for k in archive.files if k != _STRUCTURE}
+    return _Decoder(arrays).decode(structure["root"])

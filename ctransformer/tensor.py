@@ -19,6 +19,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import autograd as _autograd
+from ._checks import _check_operand, _factory_shape, _int_tuple, _positive_chunks, _view_shape
 from . import kernels as K
 from .autograd import (Node, _FREED, _grad_enabled, apply_op, bump_version, run_backward,
                        share_version)
@@ -161,10 +162,10 @@ def _axes(dim, ndim, fn="dim"):
     return (_norm_dim(dim, ndim, fn),)
 
 
-def _shape_args(shape) -> tuple:
+def _shape_args(shape, fn: str = "size") -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, Size)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    return _int_tuple(shape, fn)
 
 
 def _index_to_numpy(idx):
@@ -274,7 +275,9 @@ class Tensor:
 
     @data.setter
     def data(self, value) -> None:
-        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+        arr = value._data if isinstance(value, Tensor) else np.asarray(value)
+        # the kernels (optimizer steps in place) need the machine's byte order
+        self._data = arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
     @property
     def shape(self) -> Size:
@@ -1132,7 +1135,7 @@ class Tensor:
 
     # ------------------------------------------------------------ shape
     def view(self, *shape) -> "Tensor":
-        shape = _shape_args(shape)
+        shape = _view_shape(_shape_args(shape, "view"))
         x = self._data
         old = x.shape
         try:
@@ -1288,6 +1291,7 @@ class Tensor:
         return self.index_select(d, _wrap(idx))
 
     def chunk(self, chunks: int, dim: int = 0):
+        chunks = _positive_chunks(chunks)
         n = self._data.shape[_norm_dim(dim, self._data.ndim, "chunk")]
         size = -(-n // chunks)
         return self.split(max(size, 1), dim)
@@ -1937,7 +1941,11 @@ def _to_array(data, dtype) -> np.ndarray:
     if isinstance(data, Tensor):
         arr = data._data.copy()
     elif isinstance(data, np.ndarray):
-        arr = data.copy()
+        if data.dtype.kind in "OUSVMm":
+            raise TypeError(f"tensor: can't convert np.ndarray of type {data.dtype}; the only supported "
+                            "types are float64, float32, float16, int64, int32, int16, int8, uint8 and bool")
+        # a copy in the machine's byte order (the kernels read native bytes)
+        arr = data.astype(data.dtype.newbyteorder("="))
     else:
         if isinstance(data, (list, tuple)):
             data = _untensor(data)
@@ -2055,6 +2063,8 @@ def matmul(a, b) -> Tensor:
 
     a (..., M, K) or (K,), b (..., K, N) or (K,) -> (broadcast..., M, N)
     without the promoted dims."""
+    _check_operand("matmul", "input", 1, a)
+    _check_operand("matmul", "other", 2, b)
     a = a if isinstance(a, Tensor) else tensor(a)
     b = b if isinstance(b, Tensor) else tensor(b)
     ad, bd = a._data, b._data
@@ -2154,6 +2164,12 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     """A Tensor sharing ``arr``'s memory (dtype kept, as torch)."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(arr).__name__}")
+    if not arr.dtype.isnative:
+        raise ValueError("given numpy array has byte order different from the native byte order. "
+                         "Conversion between byte orders is currently not supported.")
+    if arr.dtype.kind in "OUSVMm":
+        raise TypeError(f"can't convert np.ndarray of type {arr.dtype}. The only supported types are: "
+                        "float64, float32, float16, int64, int32, int16, int8, uint8, and bool.")
     return _wrap(arr)
 
 
@@ -2164,14 +2180,14 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     d = _as_dtype(dtype)
     if isinstance(data, Tensor):
         return data if d is None or data.dtype == d else data.type(d)
-    if isinstance(data, np.ndarray) and (d is None or data.dtype == d):
+    if isinstance(data, np.ndarray) and data.dtype.isnative and (d is None or data.dtype == d):
         return _wrap(data)
     return tensor(data, dtype=dtype)
 
 
 def _factory(fill, size, dtype, requires_grad, device=None):
     _check_device(device)
-    shape = _shape_args(size)
+    shape = _factory_shape(_shape_args(size, getattr(fill, "__name__", "size")))
     d = _as_dtype(dtype) or _default_dtype
     t = _wrap(fill(shape, d))
     if requires_grad:

@@ -235,8 +235,9 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     args.no_progress = True
     assert demo._progress_bar(args) is None
     args.no_progress = False
-    monkeypatch.setattr(sys, "stderr", open(os.devnull, "w"))
-    assert demo._progress_bar(args) is None
+    with open(os.devnull, "w") as devnull:   # closed: -X dev -W error turns a leaked handle into an error
+        monkeypatch.setattr(sys, "stderr", devnull)
+        assert demo._progress_bar(args) is None
 
 
 def test_sample_table_aligns_wide_characters():

@@ -1,6 +1,37 @@
 /* args.c - argument checks shared by every binding (see ct_py.h). */
 #include "ct_py.h"
 
+#include <stdarg.h>
+
+int ct_parse_args(PyObject *args, PyObject *kw, const char *format, char **names, ...)
+{
+    va_list va;
+    va_start(va, names);
+    int ok = PyArg_VaParseTupleAndKeywords(args, kw, format, names, va);
+    va_end(va);
+    if (ok) return 1;
+    const char *colon = strchr(format, ':');
+    if (colon == NULL || !PyErr_ExceptionMatches(PyExc_TypeError)) return 0;
+    /* CPython names the function for arity and most type errors, not for
+     * a failed number conversion ("must be real number, not str") */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    const char *msg = text ? PyUnicode_AsUTF8(text) : NULL;
+    size_t len = strlen(colon + 1);
+    if (msg != NULL && strncmp(msg, colon + 1, len) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s(): %s", colon + 1, msg);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    } else {
+        PyErr_Restore(type, value, tb);
+    }
+    Py_XDECREF(text);
+    return 0;
+}
+
 PyObject *ct_hold(ct_held *held, PyObject *obj)
 {
     if (obj == NULL) return NULL;
@@ -9,8 +40,84 @@ PyObject *ct_hold(ct_held *held, PyObject *obj)
         PyErr_SetString(PyExc_RuntimeError, "ctransformer: too many arrays held by one binding");
         return NULL;
     }
+    held->names[held->count] = NULL;
+    held->kinds[held->count] = CT_HELD_OWNED;
     held->items[held->count++] = obj;
     return obj;
+}
+
+/* Whether two C-contiguous arrays share bytes (their extents are exactly
+ * their memory; an empty array shares nothing). */
+static int arrays_overlap(PyArrayObject *a, PyArrayObject *b)
+{
+    npy_intp na = PyArray_NBYTES(a), nb = PyArray_NBYTES(b);
+    if (na == 0 || nb == 0) return 0;
+    const char *pa = PyArray_BYTES(a), *pb = PyArray_BYTES(b);
+    return pa < pb + nb && pb < pa + na;
+}
+
+/* Hold `a` (a new reference) as an argument of kind CT_HELD_INPUT or
+ * CT_HELD_INPLACE named `arg`, after checking that no array written in place
+ * overlaps an array read or written by the same call.  Returns a, or NULL
+ * with ValueError (a released). */
+static PyArrayObject *hold_argument(ct_held *held, PyArrayObject *a, const char *fn,
+                                    const char *arg, int kind)
+{
+    for (int i = 0; i < held->count; i++) {
+        int other = held->kinds[i];
+        if (other == CT_HELD_OWNED || (kind == CT_HELD_INPUT && other == CT_HELD_INPUT)) continue;
+        if (!arrays_overlap(a, (PyArrayObject *)held->items[i])) continue;
+        if (kind == CT_HELD_INPLACE && other == CT_HELD_INPLACE)
+            PyErr_Format(PyExc_ValueError,
+                         "%s: %s and %s must be separate arrays, got overlapping memory (both are "
+                         "written in place)",
+                         fn, held->names[i], arg);
+        else
+            PyErr_Format(PyExc_ValueError,
+                         "%s: %s and %s must be separate arrays, got overlapping memory (%s is "
+                         "written in place while %s is read; pass a copy)",
+                         fn, kind == CT_HELD_INPLACE ? arg : held->names[i],
+                         kind == CT_HELD_INPLACE ? held->names[i] : arg,
+                         kind == CT_HELD_INPLACE ? arg : held->names[i],
+                         kind == CT_HELD_INPLACE ? held->names[i] : arg);
+        Py_DECREF(a);
+        return NULL;
+    }
+    if (ct_hold(held, (PyObject *)a) == NULL) return NULL;
+    held->names[held->count - 1] = arg;
+    held->kinds[held->count - 1] = (unsigned char)kind;
+    return a;
+}
+
+/* The dimension limit of the 32-bit BLAS (CT_BLAS_DIM_MAX), else ValueError. */
+static int check_blas_limits(PyArrayObject *a, const char *fn, const char *arg)
+{
+    int nd = PyArray_NDIM(a);
+    if (nd == 0) return 0;
+    npy_intp last = PyArray_DIM(a, nd - 1), rows = 1;
+    int big_rows = 0;
+    for (int i = 0; i < nd - 1; i++) {
+        npy_intp d = PyArray_DIM(a, i);
+        if (d == 0) return 0; /* empty: nothing reaches the BLAS */
+        if (rows > CT_BLAS_DIM_MAX / d) big_rows = 1;
+        else rows *= d;
+    }
+    if (last == 0) return 0;
+    if (last > CT_BLAS_DIM_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s.shape[-1] must be at most 2147483647 (2**31 - 1, the limit of the "
+                     "32-bit BLAS), got %zd",
+                     fn, arg, (Py_ssize_t)last);
+        return -1;
+    }
+    if (big_rows) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s must have at most 2147483647 (2**31 - 1, the limit of the 32-bit "
+                     "BLAS) rows, prod(shape[:-1]), got more",
+                     fn, arg);
+        return -1;
+    }
+    return 0;
 }
 
 void ct_release(ct_held *held)
@@ -91,16 +198,19 @@ PyArrayObject *ct_input(ct_held *held, PyObject *obj, const char *fn, const char
         return NULL;
     }
     if (check_ndim(a, fn, arg, min_ndim, max_ndim) < 0) return NULL;
+    if (check_blas_limits(a, fn, arg) < 0) return NULL;
     int target = typenum == CT_IDS ? NPY_INT64 : PyArray_TYPE(a);
-    /* New reference; a copy only when the layout (or, for ids, the integer
-     * width) is not what the kernel reads. */
+    /* New reference; a copy only when the layout, the byte order (the
+     * descr is native) or, for ids, the integer width is not what the
+     * kernel reads. */
     PyObject *c = PyArray_FromAny(obj, PyArray_DescrFromType(target), 0, 0,
                                   NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST,
                                   NULL);
-    return (PyArrayObject *)ct_hold(held, c);
+    if (c == NULL) return NULL;
+    return hold_argument(held, (PyArrayObject *)c, fn, arg, CT_HELD_INPUT);
 }
 
-PyArrayObject *ct_inplace(PyObject *obj, const char *fn, const char *arg, int typenum, int ndim,
+PyArrayObject *ct_inplace(ct_held *held, PyObject *obj, const char *fn, const char *arg, int typenum, int ndim,
                           const npy_intp *shape, npy_intp size, int optional)
 {
     if (obj == NULL || obj == Py_None) {
@@ -125,6 +235,15 @@ PyArrayObject *ct_inplace(PyObject *obj, const char *fn, const char *arg, int ty
                      fn, arg);
         return NULL;
     }
+    if (!PyArray_ISNOTSWAPPED(a)) {
+        PyObject *descr = PyObject_Str((PyObject *)PyArray_DESCR(a));
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s is updated in place, so it must be in the machine's byte order, got "
+                     "dtype %s (convert it with arr.astype(arr.dtype.newbyteorder('=')))",
+                     fn, arg, descr ? PyUnicode_AsUTF8(descr) : "?");
+        Py_XDECREF(descr);
+        return NULL;
+    }
     if (shape != NULL) {
         int same = PyArray_NDIM(a) == ndim;
         for (int i = 0; same && i < ndim; i++) same = PyArray_DIM(a, i) == shape[i];
@@ -142,7 +261,10 @@ PyArrayObject *ct_inplace(PyObject *obj, const char *fn, const char *arg, int ty
                      (Py_ssize_t)size, (Py_ssize_t)PyArray_SIZE(a));
         return NULL;
     }
-    return a;
+    if (check_blas_limits(a, fn, arg) < 0) return NULL;
+    if (held == NULL) return a;
+    Py_INCREF(a);
+    return hold_argument(held, a, fn, arg, CT_HELD_INPLACE);
 }
 
 int ct_check_dim(PyArrayObject *a, const char *fn, const char *arg, int axis, npy_intp expected,
@@ -185,6 +307,32 @@ int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t lo
             return -1;
         }
     }
+    return 0;
+}
+
+int ct_int_arg(PyObject *obj, const char *fn, const char *arg, long long low, long long high,
+               const char *range, PyObject *range_error, long long *out)
+{
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an int, got %s", fn, arg, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyObject *index = PyNumber_Index(obj);
+    if (index == NULL) return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        Py_DECREF(index);
+        return -1;
+    }
+    if (overflow || v < low || v > high) {
+        PyErr_Format(range_error, "%s: %s must be in [%lld, %lld]%s%s%s, got %S", fn, arg, low, high,
+                     range ? " (" : "", range ? range : "", range ? ")" : "", index);
+        Py_DECREF(index);
+        return -1;
+    }
+    Py_DECREF(index);
+    *out = v;
     return 0;
 }
 

@@ -29,7 +29,7 @@ static PyObject *py_activation_forward(PyObject *self, PyObject *args, PyObject 
     PyObject *o_x;
     const char *kind_name;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Os", names, &o_x, &kind_name)) return NULL;
+    if (!ct_parse_args(args, kw, "Os:activation_forward", names, &o_x, &kind_name)) return NULL;
     int kind = activation_kind(kind_name, fn);
     if (kind < 0) return NULL;
     PyArrayObject *x = ct_input(&held, o_x, fn, "x", CT_ANY_FLOAT, 0, -1, 0);
@@ -54,7 +54,7 @@ static PyObject *py_activation_backward(PyObject *self, PyObject *args, PyObject
     PyObject *o_dout, *o_saved, *o_dinp = Py_None;
     const char *kind_name;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOs|O", names, &o_dout, &o_saved, &kind_name,
+    if (!ct_parse_args(args, kw, "OOs|O:activation_backward", names, &o_dout, &o_saved, &kind_name,
                                      &o_dinp))
         return NULL;
     int kind = activation_kind(kind_name, fn);
@@ -66,7 +66,7 @@ static PyObject *py_activation_backward(PyObject *self, PyObject *args, PyObject
     if (dout == NULL) goto fail;
     for (int i = 0; i < nd; i++)
         if (ct_check_dim(dout, fn, "dout", i, PyArray_DIM(saved, i), "saved's shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(saved), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(saved), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(saved)))))
         goto fail;
     CT_DISPATCH(t, activation_backward, PyArray_DATA(dinp), PyArray_DATA(dout),
@@ -81,7 +81,7 @@ static PyObject *py_activation_saves_output(PyObject *self, PyObject *args, PyOb
 {
     static char *names[] = {"kind", NULL};
     const char *kind_name;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s", names, &kind_name)) return NULL;
+    if (!ct_parse_args(args, kw, "s:activation_saves_output", names, &kind_name)) return NULL;
     int kind = activation_kind(kind_name, "activation_saves_output");
     if (kind < 0) return NULL;
     return PyBool_FromLong(activation_saves[kind]);

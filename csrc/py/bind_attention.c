@@ -84,7 +84,7 @@ static PyArrayObject *grad_buffer(ct_held *held, PyObject *obj, const char *fn, 
                                   int t, PyArrayObject *like)
 {
     int nd = PyArray_NDIM(like);
-    PyArrayObject *g = ct_inplace(obj, fn, arg, t, nd, PyArray_DIMS(like), -1, 1);
+    PyArrayObject *g = ct_inplace(held, obj, fn, arg, t, nd, PyArray_DIMS(like), -1, 1);
     if (g != NULL || PyErr_Occurred()) return g;
     return ct_zeros(held, t, nd, PyArray_DIMS(like));
 }
@@ -137,7 +137,7 @@ static PyObject *py_sdpa_forward(PyObject *self, PyObject *args, PyObject *kw)
     unsigned long long seed = 0;
     ct_held held = {0};
     sdpa_args s;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OpOdK", names, &o_q, &o_k, &o_v, &o_mask,
+    if (!ct_parse_args(args, kw, "OOO|OpOdK:sdpa_forward", names, &o_q, &o_k, &o_v, &o_mask,
                                      &is_causal, &o_scale, &dropout_p, &seed))
         return NULL;
     if (parse_sdpa(&held, fn, o_q, o_k, o_v, o_mask, is_causal, o_scale, dropout_p, seed, &s))
@@ -166,7 +166,7 @@ static PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kw)
     unsigned long long seed = 0;
     ct_held held = {0};
     sdpa_args s;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO|OpOdKOOO", names, &o_dout, &o_q, &o_k, &o_v,
+    if (!ct_parse_args(args, kw, "OOOOO|OpOdKOOO:sdpa_backward", names, &o_dout, &o_q, &o_k, &o_v,
                                      &o_p, &o_mask, &is_causal, &o_scale, &dropout_p, &seed, &o_dq,
                                      &o_dk, &o_dv))
         return NULL;
@@ -299,7 +299,7 @@ static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
     unsigned long long seed = 0;
     ct_held held = {0};
     mha_args a;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOOOL|OpdK", names, &o[0], &o[1], &o[2],
+    if (!ct_parse_args(args, kw, "OOOOOOOOOOOL|OpdK:mha_forward", names, &o[0], &o[1], &o[2],
                                      &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
                                      &num_heads, &o_mask, &is_causal, &dropout_p, &seed))
         return NULL;
@@ -311,7 +311,7 @@ static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
     PyArrayObject *qh = ct_empty(&held, a.t, 4, qh_shape), *kh = ct_empty(&held, a.t, 4, kh_shape);
     PyArrayObject *vh = ct_empty(&held, a.t, 4, kh_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
     if (!out || !ctx || !qh || !kh || !vh || !probs) goto fail;
-    Py_BEGIN_ALLOW_THREADS
+    CT_BEGIN_KERNEL
     if (a.t == NPY_FLOAT32) {
         mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
         status = mha_forward_f32(PyArray_DATA(out), PyArray_DATA(qh), PyArray_DATA(kh),
@@ -325,7 +325,7 @@ static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
                                  PyArray_DATA(a.query), PyArray_DATA(a.key), PyArray_DATA(a.value),
                                  &w, &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
     }
-    Py_END_ALLOW_THREADS
+    CT_END_KERNEL
     if (status) {
         PyErr_NoMemory();
         goto fail;
@@ -386,8 +386,8 @@ static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
     unsigned long long seed = 0;
     ct_held held = {0};
     mha_args a;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOOOOOOOOOOLOOOOO|OpdKOOOOOOOOOOO", names, &o_dout, &o[0], &o[1], &o[2],
+    if (!ct_parse_args(
+            args, kw, "OOOOOOOOOOOOLOOOOO|OpdKOOOOOOOOOOO:mha_backward", names, &o_dout, &o[0], &o[1], &o[2],
             &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &num_heads, &os[0], &os[1],
             &os[2], &os[3], &os[4], &o_mask, &is_causal, &dropout_p, &seed, &og[0], &og[1], &og[2],
             &og[3], &og[4], &og[5], &og[6], &og[7], &og[8], &og[9], &og[10]))
@@ -411,7 +411,7 @@ static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
         if (like[i] == NULL) continue;
         if (!(g[i] = grad_buffer(&held, og[i], fn, gnames[i], a.t, like[i]))) goto fail;
     }
-    Py_BEGIN_ALLOW_THREADS
+    CT_BEGIN_KERNEL
     if (a.t == NPY_FLOAT32) {
         mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
         mha_grads_f32 gr = MHA_GRADS(_f32, float, g);
@@ -427,7 +427,7 @@ static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
                                   PyArray_DATA(kh), PyArray_DATA(vh), PyArray_DATA(probs),
                                   PyArray_DATA(ctx), &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
     }
-    Py_END_ALLOW_THREADS
+    CT_END_KERNEL
     if (status) {
         PyErr_NoMemory();
         goto fail;
@@ -530,7 +530,7 @@ static PyObject *py_mha_packed_forward(PyObject *self, PyObject *args, PyObject 
     unsigned long long seed = 0;
     ct_held held = {0};
     packed_args a;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOLpp|OpdK", names, &o[0], &o[1], &o[2],
+    if (!ct_parse_args(args, kw, "OOOOOOLpp|OpdK:mha_packed_forward", names, &o[0], &o[1], &o[2],
                                      &o[3], &o[4], &o[5], &num_heads, &self_attn, &seq_first,
                                      &o_mask, &is_causal, &dropout_p, &seed))
         return NULL;
@@ -583,7 +583,7 @@ static PyObject *py_mha_packed_backward(PyObject *self, PyObject *args, PyObject
     unsigned long long seed = 0;
     ct_held held = {0};
     packed_args a;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOLppOOOO|OpdKpp", names, &o_dout, &o[0],
+    if (!ct_parse_args(args, kw, "OOOOOOOLppOOOO|OpdKpp:mha_packed_backward", names, &o_dout, &o[0],
                                      &o[1], &o[2], &o[3], &o[4], &o[5], &num_heads, &self_attn,
                                      &seq_first, &os[0], &os[1], &os[2], &os[3], &o_mask,
                                      &is_causal, &dropout_p, &seed, &need_dq, &need_dkv))
@@ -646,7 +646,7 @@ static PyObject *py_positional_encoding(PyObject *self, PyObject *args, PyObject
     long long max_len, d_model;
     int is_double = 0;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|p", names, &max_len, &d_model, &is_double))
+    if (!ct_parse_args(args, kw, "LL|p:positional_encoding", names, &max_len, &d_model, &is_double))
         return NULL;
     if (ct_check_positive(max_len, fn, "max_len", 1) || ct_check_positive(d_model, fn, "d_model", 1))
         return NULL;

@@ -65,7 +65,7 @@ static PyObject *py_cross_entropy_forward(PyObject *self, PyObject *args, PyObje
     double eps = 0.0;
     ct_held held = {0};
     ce_args a;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|LdsO", names, &o_logits, &o_targets,
+    if (!ct_parse_args(args, kw, "OO|LdsO:cross_entropy_forward", names, &o_logits, &o_targets,
                                      &ignore_index, &eps, &reduction, &o_weight))
         return NULL;
     if (ce_common(&held, &a, fn, o_logits, o_targets, o_weight, ignore_index, eps, reduction))
@@ -97,7 +97,7 @@ static PyObject *py_cross_entropy_backward(PyObject *self, PyObject *args, PyObj
     double eps = 0.0;
     ct_held held = {0};
     ce_args a;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|LdsOO", names, &o_dloss, &o_logits,
+    if (!ct_parse_args(args, kw, "OOOO|LdsOO:cross_entropy_backward", names, &o_dloss, &o_logits,
                                      &o_targets, &o_lse, &ignore_index, &eps, &reduction,
                                      &o_weight, &o_dlogits))
         return NULL;
@@ -109,7 +109,7 @@ static PyObject *py_cross_entropy_backward(PyObject *self, PyObject *args, PyObj
         goto fail;
     PyArrayObject *lse = ct_input(&held, o_lse, fn, "lse", NPY_FLOAT64, 1, 1, 0);
     if (lse == NULL || ct_check_dim(lse, fn, "lse", 0, a.N, "logits.shape[0]")) goto fail;
-    PyArrayObject *dlogits = ct_inplace(o_dlogits, fn, "dlogits", a.t, 2, PyArray_DIMS(a.logits),
+    PyArrayObject *dlogits = ct_inplace(&held, o_dlogits, fn, "dlogits", a.t, 2, PyArray_DIMS(a.logits),
                                         -1, 1);
     if (dlogits == NULL &&
         (PyErr_Occurred() || !(dlogits = ct_zeros(&held, a.t, 2, PyArray_DIMS(a.logits)))))

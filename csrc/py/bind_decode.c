@@ -9,8 +9,20 @@ static PyArrayObject *row_ints(ct_held *held, PyObject *obj, const char *fn, con
 {
     PyArrayObject *a;
     if (obj != NULL && !PyArray_Check(obj) && PyIndex_Check(obj)) {
-        long long v = PyLong_AsLongLong(obj);
-        if (v == -1 && PyErr_Occurred()) return NULL;
+        int overflow = 0;
+        long long v = PyBool_Check(obj) ? -1 : 0;
+        PyObject *index = PyBool_Check(obj) ? NULL : PyNumber_Index(obj);
+        if (index != NULL) v = PyLong_AsLongLongAndOverflow(index, &overflow);
+        if (index == NULL || overflow) { /* (the same message as for an in-range int below) */
+            if (index != NULL || !PyErr_Occurred())
+                PyErr_Format(index ? PyExc_IndexError : PyExc_TypeError,
+                             index ? "%s: %s[0] must be in [%lld, %lld] (%s), got %S"
+                                   : "%s: %s must be an int or a 1-D integer array, got bool",
+                             fn, arg, low, high, range, index);
+            Py_XDECREF(index);
+            return NULL;
+        }
+        Py_DECREF(index);
         npy_intp shape[1] = {B};
         a = ct_empty(held, NPY_INT64, 1, shape);
         if (a == NULL) return NULL;
@@ -34,10 +46,10 @@ static PyArrayObject *row_ints(ct_held *held, PyObject *obj, const char *fn, con
 }
 
 /* A cache (B, H, Tmax, D) updated in place; B, H, Tmax must match ref when given. */
-static PyArrayObject *cache_arg(PyObject *obj, const char *fn, const char *arg, int t,
+static PyArrayObject *cache_arg(ct_held *held, PyObject *obj, const char *fn, const char *arg, int t,
                                 PyArrayObject *ref, const char *ref_name)
 {
-    PyArrayObject *c = ct_inplace(obj, fn, arg, t, 0, NULL, -1, 0);
+    PyArrayObject *c = ct_inplace(held, obj, fn, arg, t, 0, NULL, -1, 0);
     if (c == NULL) return NULL;
     if (PyArray_NDIM(c) != 4) {
         PyErr_Format(PyExc_ValueError, "%s: %s must have 4 dimensions (rows, heads, Tmax, head_dim), got %d",
@@ -99,16 +111,17 @@ static PyObject *py_kv_cache_append(PyObject *self, PyObject *args, PyObject *kw
     PyObject *o_ck, *o_cv, *o_k, *o_v, *o_pos;
     ct_held held = {0};
     int t;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO", names, &o_ck, &o_cv, &o_k, &o_v, &o_pos))
+    if (!ct_parse_args(args, kw, "OOOOO:kv_cache_append", names, &o_ck, &o_cv, &o_k, &o_v, &o_pos))
         return NULL;
     if (float_type(o_ck, fn, "cache_k", &t)) return NULL;
-    PyArrayObject *ck = cache_arg(o_ck, fn, "cache_k", t, NULL, NULL);
-    PyArrayObject *cv = ck ? cache_arg(o_cv, fn, "cache_v", t, ck, "cache_k") : NULL;
-    if (cv == NULL) goto fail;
-    if (ck == cv || PyArray_DATA(ck) == PyArray_DATA(cv)) {
+    PyArrayObject *ck = cache_arg(&held, o_ck, fn, "cache_k", t, NULL, NULL);
+    if (ck != NULL && PyArray_Check(o_cv) && PyArray_DATA((PyArrayObject *)o_cv) == PyArray_DATA(ck)) {
         PyErr_Format(PyExc_ValueError, "%s: cache_k and cache_v must be different arrays", fn);
         goto fail;
     }
+    /* any other overlap is refused by ct_inplace */
+    PyArrayObject *cv = ck ? cache_arg(&held, o_cv, fn, "cache_v", t, ck, "cache_k") : NULL;
+    if (cv == NULL) goto fail;
     PyArrayObject *k = step_arg(&held, o_k, fn, "k_t", t, ck, "cache_k");
     PyArrayObject *v = k ? step_arg(&held, o_v, fn, "v_t", t, cv, "cache_v") : NULL;
     if (v == NULL) goto fail;
@@ -155,7 +168,7 @@ static PyObject *py_attend_step(PyObject *self, PyObject *args, PyObject *kw)
     ct_held held = {0};
     int t, status = 0;
     double scale;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|OO", names, &o_q, &o_ck, &o_cv, &o_len,
+    if (!ct_parse_args(args, kw, "OOOO|OO:attend_step", names, &o_q, &o_ck, &o_cv, &o_len,
                                      &o_pad, &o_scale))
         return NULL;
     if (float_type(o_q, fn, "q_t", &t)) return NULL;
@@ -202,7 +215,7 @@ static PyObject *py_decode_linear(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "decode_linear";
     PyObject *o_x, *o_w, *o_b = Py_None;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", names, &o_x, &o_w, &o_b)) return NULL;
+    if (!ct_parse_args(args, kw, "OO|O:decode_linear", names, &o_x, &o_w, &o_b)) return NULL;
     PyArrayObject *x = ct_input(&held, o_x, fn, "x", CT_ANY_FLOAT, 1, -1, 0);
     if (x == NULL) goto fail;
     int t = PyArray_TYPE(x), nd = PyArray_NDIM(x);
@@ -231,7 +244,7 @@ static PyObject *py_cache_reorder(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "cache_reorder";
     PyObject *o_c, *o_rows, *o_len = Py_None;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", names, &o_c, &o_rows, &o_len)) return NULL;
+    if (!ct_parse_args(args, kw, "OO|O:cache_reorder", names, &o_c, &o_rows, &o_len)) return NULL;
     PyArrayObject *c = ct_input(&held, o_c, fn, "cache", CT_ANY_FLOAT, 4, 4, 0);
     if (c == NULL) goto fail;
     int t = PyArray_TYPE(c);
@@ -240,13 +253,9 @@ static PyObject *py_cache_reorder(PyObject *self, PyObject *args, PyObject *kw)
     PyArrayObject *rows = ct_input(&held, o_rows, fn, "rows", CT_IDS, 1, 1, 0);
     if (rows == NULL || ct_check_ids(rows, fn, "rows", 0, B_in, 0, 0)) goto fail;
     if (o_len != Py_None) {
-        long long v = PyLong_AsLongLong(o_len);
-        if (v == -1 && PyErr_Occurred()) goto fail;
-        if (v < 0 || v > Tmax) {
-            PyErr_Format(PyExc_ValueError, "%s: length must be in [0, %zd] (cache.shape[2]), got %lld",
-                         fn, (Py_ssize_t)Tmax, v);
+        long long v;
+        if (ct_int_arg(o_len, fn, "length", 0, (long long)Tmax, "cache.shape[2]", PyExc_ValueError, &v))
             goto fail;
-        }
         length = (npy_intp)v;
     }
     npy_intp shape[4] = {PyArray_DIM(rows, 0), H, Tmax, D};

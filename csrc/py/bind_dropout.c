@@ -43,7 +43,7 @@ static PyObject *py_dropout_forward(PyObject *self, PyObject *args, PyObject *kw
     double p;
     uint64_t seed, offset = 0;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OdO|O", names, &o_x, &p, &o_seed, &o_offset))
+    if (!ct_parse_args(args, kw, "OdO|O:dropout_forward", names, &o_x, &p, &o_seed, &o_offset))
         return NULL;
     if (check_probability(p, fn) || uint64_arg(o_seed, fn, "seed", &seed) ||
         (o_offset != NULL && uint64_arg(o_offset, fn, "offset", &offset)))
@@ -70,7 +70,7 @@ static PyObject *py_dropout_backward(PyObject *self, PyObject *args, PyObject *k
     PyObject *o_dout, *o_mask, *o_dinp = Py_None;
     double p;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOd|O", names, &o_dout, &o_mask, &p, &o_dinp))
+    if (!ct_parse_args(args, kw, "OOd|O:dropout_backward", names, &o_dout, &o_mask, &p, &o_dinp))
         return NULL;
     if (check_probability(p, fn)) return NULL;
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", CT_ANY_FLOAT, 0, -1, 0);
@@ -80,7 +80,7 @@ static PyObject *py_dropout_backward(PyObject *self, PyObject *args, PyObject *k
     if (mask == NULL) goto fail;
     for (int i = 0; i < nd; i++)
         if (ct_check_dim(mask, fn, "mask", i, PyArray_DIM(dout, i), "dout's shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(dout), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(dout), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(dout)))))
         goto fail;
     CT_DISPATCH(t, dropout_backward, PyArray_DATA(dinp), PyArray_DATA(dout), PyArray_DATA(mask),

@@ -38,7 +38,7 @@ static PyObject *py_embedding_forward(PyObject *self, PyObject *args, PyObject *
     const char *fn = "embedding_forward";
     PyObject *o_ids, *o_w;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO", names, &o_ids, &o_w)) return NULL;
+    if (!ct_parse_args(args, kw, "OO:embedding_forward", names, &o_ids, &o_w)) return NULL;
     PyArrayObject *w = ct_input(&held, o_w, fn, "weight", CT_ANY_FLOAT, 2, 2, 0);
     if (w == NULL) goto fail;
     int t = PyArray_TYPE(w);
@@ -47,7 +47,7 @@ static PyObject *py_embedding_forward(PyObject *self, PyObject *args, PyObject *
     if (ids == NULL || check_ids_in_range(ids, fn, V, "weight.shape[0]")) goto fail;
     int nd = PyArray_NDIM(ids);
     npy_intp shape[NPY_MAXDIMS];
-    memcpy(shape, PyArray_DIMS(ids), sizeof(npy_intp) * nd);
+    if (nd > 0) memcpy(shape, PyArray_DIMS(ids), sizeof(npy_intp) * nd); /* 0-d: DIMS may be NULL */
     shape[nd] = D;
     PyArrayObject *out = ct_empty(&held, t, nd + 1, shape);
     if (out == NULL) goto fail;
@@ -88,7 +88,7 @@ static PyObject *py_embedding_backward(PyObject *self, PyObject *args, PyObject 
     PyObject *o_dout, *o_ids, *o_pad = Py_None, *o_dw = Py_None;
     Py_ssize_t V;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOn|OO", names, &o_dout, &o_ids, &V, &o_pad,
+    if (!ct_parse_args(args, kw, "OOn|OO:embedding_backward", names, &o_dout, &o_ids, &V, &o_pad,
                                      &o_dw))
         return NULL;
     if (ct_check_positive(V, fn, "num_embeddings", 1)) return NULL;
@@ -104,7 +104,7 @@ static PyObject *py_embedding_backward(PyObject *self, PyObject *args, PyObject 
     if (check_ids_in_range(ids, fn, V, "num_embeddings")) goto fail;
     int t = PyArray_TYPE(dout);
     npy_intp D = PyArray_DIM(dout, nd), wshape[2] = {V, D};
-    PyArrayObject *dw = ct_inplace(o_dw, fn, "dweight", t, 2, wshape, -1, 1);
+    PyArrayObject *dw = ct_inplace(&held, o_dw, fn, "dweight", t, 2, wshape, -1, 1);
     if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 2, wshape)))) goto fail;
     CT_DISPATCH(t, embedding_backward, PyArray_DATA(dw), PyArray_DATA(dout), PyArray_DATA(ids),
                 PyArray_SIZE(ids), D, pad);

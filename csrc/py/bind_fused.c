@@ -44,7 +44,7 @@ static PyObject *py_bias_act_forward(PyObject *self, PyObject *args, PyObject *k
     const char *fn = "bias_act_forward", *act_name = "relu";
     PyObject *o_inp, *o_b = Py_None;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Os", names, &o_inp, &o_b, &act_name)) return NULL;
+    if (!ct_parse_args(args, kw, "O|Os:bias_act_forward", names, &o_inp, &o_b, &act_name)) return NULL;
     int act = parse_act(act_name, fn);
     if (act < 0) return NULL;
     PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0), *b;
@@ -68,7 +68,7 @@ static PyObject *py_bias_act_backward(PyObject *self, PyObject *args, PyObject *
     const char *fn = "bias_act_backward", *act_name = "relu";
     PyObject *o_dout, *o_inp, *o_b = Py_None, *o_dinp = Py_None, *o_db = Py_None;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OsOO", names, &o_dout, &o_inp, &o_b, &act_name,
+    if (!ct_parse_args(args, kw, "OO|OsOO:bias_act_backward", names, &o_dout, &o_inp, &o_b, &act_name,
                                      &o_dinp, &o_db))
         return NULL;
     int act = parse_act(act_name, fn);
@@ -80,12 +80,12 @@ static PyObject *py_bias_act_backward(PyObject *self, PyObject *args, PyObject *
     if (vector_arg(&held, o_b, fn, "bias", t, N, &b)) goto fail;
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, 1, -1, 0);
     if (dout == NULL || same_shape(dout, inp, fn, "dout", "inp.shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(inp)))))
         goto fail;
     PyArrayObject *db = NULL;
     if (b != NULL) {
-        db = ct_inplace(o_db, fn, "dbias", t, 1, PyArray_DIMS(b), -1, 1);
+        db = ct_inplace(&held, o_db, fn, "dbias", t, 1, PyArray_DIMS(b), -1, 1);
         if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, PyArray_DIMS(b)))))
             goto fail;
     }
@@ -105,10 +105,13 @@ static PyObject *py_add_layernorm_forward(PyObject *self, PyObject *args, PyObje
     PyObject *o_inp, *o_res, *o_w = Py_None, *o_b = Py_None;
     double eps = 1e-5;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOd", names, &o_inp, &o_res, &o_w, &o_b, &eps))
+    if (!ct_parse_args(args, kw, "OO|OOd:add_layernorm_forward", names, &o_inp, &o_res, &o_w, &o_b, &eps))
         return NULL;
-    if (!(eps >= 0)) {
-        PyErr_Format(PyExc_ValueError, "%s: eps must be >= 0, got a negative or NaN value", fn);
+    if (!(eps >= 0) || isinf(eps)) { /* as layernorm_forward: inf would make every row 0 */
+        PyObject *given = PyFloat_FromDouble(eps);
+        if (given != NULL)
+            PyErr_Format(PyExc_ValueError, "%s: eps must be >= 0 and finite, got %R", fn, given);
+        Py_XDECREF(given);
         return NULL;
     }
     PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0), *w, *b;
@@ -142,7 +145,7 @@ static PyObject *py_add_layernorm_backward(PyObject *self, PyObject *args, PyObj
     PyObject *o_dinp = Py_None, *o_dw = Py_None, *o_db = Py_None;
     int with_bias = 1;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOO|pOOO", names, &o_dout, &o_inp, &o_res, &o_w,
+    if (!ct_parse_args(args, kw, "OOOOOO|pOOO:add_layernorm_backward", names, &o_dout, &o_inp, &o_res, &o_w,
                                      &o_mean, &o_rstd, &with_bias, &o_dinp, &o_dw, &o_db))
         return NULL;
     PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0), *w;
@@ -164,16 +167,16 @@ static PyObject *py_add_layernorm_backward(PyObject *self, PyObject *args, PyObj
         goto fail;
     }
     npy_intp nshape[1] = {N};
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(inp)))))
         goto fail;
     PyArrayObject *dw = NULL, *db = NULL;
     if (w != NULL) {
-        dw = ct_inplace(o_dw, fn, "dweight", t, 1, nshape, -1, 1);
+        dw = ct_inplace(&held, o_dw, fn, "dweight", t, 1, nshape, -1, 1);
         if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 1, nshape)))) goto fail;
     }
     if (with_bias) {
-        db = ct_inplace(o_db, fn, "dbias", t, 1, nshape, -1, 1);
+        db = ct_inplace(&held, o_db, fn, "dbias", t, 1, nshape, -1, 1);
         if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, nshape)))) goto fail;
     }
     CT_DISPATCH(t, add_layernorm_backward, PyArray_DATA(dinp), CT_DATA(dw), CT_DATA(db),
@@ -197,7 +200,7 @@ static PyObject *py_ff_backward(PyObject *self, PyObject *args, PyObject *kw)
     double p;
     int with_b2 = 1, need_dx = 1, status = 0;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOdOOO|psp", names, &o_dout, &o_x, &o_h,
+    if (!ct_parse_args(args, kw, "OOOOdOOO|psp:ff_backward", names, &o_dout, &o_x, &o_h,
                                      &o_keep, &p, &o_w1, &o_b1, &o_w2, &with_b2, &act_name,
                                      &need_dx))
         return NULL;

@@ -29,7 +29,7 @@ static PyObject *py_layernorm_forward(PyObject *self, PyObject *args, PyObject *
     PyObject *o_x, *o_w = Py_None, *o_b = Py_None;
     double eps = 1e-5;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOd", names, &o_x, &o_w, &o_b, &eps))
+    if (!ct_parse_args(args, kw, "O|OOd:layernorm_forward", names, &o_x, &o_w, &o_b, &eps))
         return NULL;
     if (!(eps >= 0) || isinf(eps)) {
         PyObject *given = PyFloat_FromDouble(eps);
@@ -70,7 +70,7 @@ static PyObject *py_layernorm_backward(PyObject *self, PyObject *args, PyObject 
     PyObject *o_dinp = Py_None, *o_dw = Py_None, *o_db = Py_None;
     int need_dinp = 1, with_bias = 1;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO|OOOpp", names, &o_dout, &o_x, &o_w,
+    if (!ct_parse_args(args, kw, "OOOOO|OOOpp:layernorm_backward", names, &o_dout, &o_x, &o_w,
                                      &o_mean, &o_rstd, &o_dinp, &o_dw, &o_db, &need_dinp,
                                      &with_bias))
         return NULL;
@@ -90,19 +90,19 @@ static PyObject *py_layernorm_backward(PyObject *self, PyObject *args, PyObject 
     npy_intp dshape[1] = {D};
     PyArrayObject *dinp = NULL, *dw = NULL, *db = NULL;
     if (need_dinp) {
-        dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(x), -1, 1);
+        dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(x), -1, 1);
         if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(x)))))
             goto fail;
     }
     if (w != NULL) {
-        dw = ct_inplace(o_dw, fn, "dweight", t, 1, dshape, -1, 1);
+        dw = ct_inplace(&held, o_dw, fn, "dweight", t, 1, dshape, -1, 1);
         if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 1, dshape)))) goto fail;
     } else if (o_dw != Py_None) {
         PyErr_Format(PyExc_ValueError, "%s: dweight must be None when weight is None, got an array", fn);
         goto fail;
     }
     if (with_bias) {
-        db = ct_inplace(o_db, fn, "dbias", t, 1, dshape, -1, 1);
+        db = ct_inplace(&held, o_db, fn, "dbias", t, 1, dshape, -1, 1);
         if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, dshape)))) goto fail;
     }
     CT_DISPATCH(t, layernorm_backward, CT_DATA(dinp), CT_DATA(dw), CT_DATA(db), PyArray_DATA(dout),

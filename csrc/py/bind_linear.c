@@ -9,7 +9,7 @@ static PyObject *py_linear_forward(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "linear_forward";
     PyObject *o_inp, *o_w, *o_b = Py_None;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", names, &o_inp, &o_w, &o_b)) return NULL;
+    if (!ct_parse_args(args, kw, "OO|O:linear_forward", names, &o_inp, &o_w, &o_b)) return NULL;
     PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0);
     if (inp == NULL) goto fail;
     int t = PyArray_TYPE(inp), nd = PyArray_NDIM(inp);
@@ -36,7 +36,7 @@ fail:
 static PyArrayObject *grad_buffer(ct_held *held, PyObject *given_obj, const char *fn, const char *arg,
                                   int t, int nd, const npy_intp *shape, int accumulate)
 {
-    if (given_obj != Py_None) return ct_inplace(given_obj, fn, arg, t, nd, shape, -1, 0);
+    if (given_obj != Py_None) return ct_inplace(held, given_obj, fn, arg, t, nd, shape, -1, 0);
     return accumulate ? ct_zeros(held, t, nd, shape) : ct_empty(held, t, nd, shape);
 }
 
@@ -51,7 +51,7 @@ static PyObject *py_linear_backward(PyObject *self, PyObject *args, PyObject *kw
     PyObject *o_dout, *o_inp, *o_w, *o_dinp = Py_None, *o_dw = Py_None, *o_db = Py_None;
     int with_bias = 1, need_dinp = 1;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|ppOOO", names, &o_dout, &o_inp, &o_w,
+    if (!ct_parse_args(args, kw, "OOO|ppOOO:linear_backward", names, &o_dout, &o_inp, &o_w,
                                      &with_bias, &need_dinp, &o_dinp, &o_dw, &o_db))
         return NULL;
     PyArrayObject *inp = ct_input(&held, o_inp, fn, "inp", CT_ANY_FLOAT, 1, -1, 0);
@@ -95,7 +95,8 @@ static int bmm_batch(PyArrayObject *a, PyArrayObject *b, const char *fn, npy_int
                      fn, (Py_ssize_t)ba, (Py_ssize_t)bb);
         return -1;
     }
-    *batch = ba > bb ? ba : bb;
+    /* a batch of 1 broadcasts to the other's, also to 0 (an empty result) */
+    *batch = ba == 1 ? bb : ba;
     *stride_a = ba == 1 ? 0 : PyArray_DIM(a, 1) * PyArray_DIM(a, 2);
     *stride_b = bb == 1 ? 0 : PyArray_DIM(b, 1) * PyArray_DIM(b, 2);
     return 0;
@@ -108,7 +109,7 @@ static PyObject *py_bmm_forward(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "bmm_forward";
     PyObject *o_a, *o_b;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO", names, &o_a, &o_b)) return NULL;
+    if (!ct_parse_args(args, kw, "OO:bmm_forward", names, &o_a, &o_b)) return NULL;
     PyArrayObject *a = ct_input(&held, o_a, fn, "a", CT_ANY_FLOAT, 3, 3, 0);
     if (a == NULL) goto fail;
     int t = PyArray_TYPE(a);
@@ -134,7 +135,7 @@ static PyObject *py_bmm_backward(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *o_dout, *o_a, *o_b;
     int need_da = 1, need_db = 1;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|pp", names, &o_dout, &o_a, &o_b, &need_da,
+    if (!ct_parse_args(args, kw, "OOO|pp:bmm_backward", names, &o_dout, &o_a, &o_b, &need_da,
                                      &need_db))
         return NULL;
     PyArrayObject *a = ct_input(&held, o_a, fn, "a", CT_ANY_FLOAT, 3, 3, 0);

@@ -25,10 +25,10 @@ static int check_range(double value, const char *fn, const char *arg, double low
 }
 
 /* A state array updated in place, of the dtype and shape of param. */
-static PyArrayObject *state_like(PyObject *obj, PyArrayObject *param, const char *fn,
+static PyArrayObject *state_like(ct_held *held, PyObject *obj, PyArrayObject *param, const char *fn,
                                  const char *arg, int optional)
 {
-    return ct_inplace(obj, fn, arg, PyArray_TYPE(param), PyArray_NDIM(param), PyArray_DIMS(param),
+    return ct_inplace(held, obj, fn, arg, PyArray_TYPE(param), PyArray_NDIM(param), PyArray_DIMS(param),
                       -1, optional);
 }
 
@@ -43,24 +43,6 @@ static PyArrayObject *grad_like(ct_held *held, PyObject *obj, PyArrayObject *par
     return grad;
 }
 
-/* The arrays an update writes must not overlap: an update reading one
- * while writing another would silently be wrong.  NULL entries skipped. */
-static int check_disjoint(PyArrayObject **arrays, const char **names, int count, const char *fn)
-{
-    for (int i = 0; i < count; i++) {
-        for (int j = i + 1; j < count; j++) {
-            if (arrays[i] == NULL || arrays[j] == NULL) continue;
-            char *a = PyArray_BYTES(arrays[i]), *b = PyArray_BYTES(arrays[j]);
-            if (a < b + PyArray_NBYTES(arrays[j]) && b < a + PyArray_NBYTES(arrays[i])) {
-                PyErr_Format(PyExc_ValueError, "%s: %s and %s must be separate arrays, got "
-                             "overlapping memory", fn, names[i], names[j]);
-                return -1;
-            }
-        }
-    }
-    return 0;
-}
-
 /* sgd_step(param, grad, momentum_buffer | None, lr, momentum=0, dampening=0,
  *          nesterov=False, weight_decay=0, maximize=False, first_step=False) -> None */
 static PyObject *py_sgd_step(PyObject *self, PyObject *args, PyObject *kw)
@@ -72,7 +54,7 @@ static PyObject *py_sgd_step(PyObject *self, PyObject *args, PyObject *kw)
     double lr, momentum = 0, dampening = 0, weight_decay = 0;
     int nesterov = 0, maximize = 0, first_step = 0;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOd|ddpdpp", names, &o_param, &o_grad, &o_buf,
+    if (!ct_parse_args(args, kw, "OOOd|ddpdpp:sgd_step", names, &o_param, &o_grad, &o_buf,
                                      &lr, &momentum, &dampening, &nesterov, &weight_decay,
                                      &maximize, &first_step))
         return NULL;
@@ -88,15 +70,12 @@ static PyObject *py_sgd_step(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(d);
         return NULL;
     }
-    PyArrayObject *param = ct_inplace(o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
+    PyArrayObject *param = ct_inplace(&held, o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
     if (param == NULL) return NULL;
     PyArrayObject *grad = grad_like(&held, o_grad, param, fn);
     if (grad == NULL) goto fail;
-    PyArrayObject *buf = state_like(o_buf, param, fn, "momentum_buffer", momentum == 0);
+    PyArrayObject *buf = state_like(&held, o_buf, param, fn, "momentum_buffer", momentum == 0);
     if (PyErr_Occurred()) goto fail;
-    PyArrayObject *written[] = {param, buf};
-    const char *written_names[] = {"param", "momentum_buffer"};
-    if (check_disjoint(written, written_names, 2, fn)) goto fail;
     CT_DISPATCH(PyArray_TYPE(param), sgd_step, PyArray_DATA(param), PyArray_DATA(grad),
                 CT_DATA(buf), PyArray_SIZE(param), lr, momentum, dampening, nesterov,
                 weight_decay, maximize, first_step);
@@ -121,7 +100,7 @@ static PyObject *py_adam_step(PyObject *self, PyObject *args, PyObject *kw)
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
     int decoupled = 0, amsgrad = 0, maximize = 0;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOL|dddddppOp", names, &o_param, &o_grad, &o_m,
+    if (!ct_parse_args(args, kw, "OOOOL|dddddppOp:adam_step", names, &o_param, &o_grad, &o_m,
                                      &o_v, &step, &lr, &beta1, &beta2, &eps, &weight_decay,
                                      &decoupled, &amsgrad, &o_vmax, &maximize))
         return NULL;
@@ -130,18 +109,15 @@ static PyObject *py_adam_step(PyObject *self, PyObject *args, PyObject *kw)
         check_range(eps, fn, "eps", 0, 0, 0, 0) ||
         check_range(weight_decay, fn, "weight_decay", 0, 0, 0, 0))
         return NULL;
-    PyArrayObject *param = ct_inplace(o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
+    PyArrayObject *param = ct_inplace(&held, o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
     if (param == NULL) return NULL;
     PyArrayObject *grad = grad_like(&held, o_grad, param, fn);
     if (grad == NULL) goto fail;
-    PyArrayObject *m = state_like(o_m, param, fn, "exp_avg", 0);
-    PyArrayObject *v = m ? state_like(o_v, param, fn, "exp_avg_sq", 0) : NULL;
+    PyArrayObject *m = state_like(&held, o_m, param, fn, "exp_avg", 0);
+    PyArrayObject *v = m ? state_like(&held, o_v, param, fn, "exp_avg_sq", 0) : NULL;
     if (v == NULL) goto fail;
     PyArrayObject *vmax = NULL;
-    if (amsgrad && !(vmax = state_like(o_vmax, param, fn, "max_exp_avg_sq", 0))) goto fail;
-    PyArrayObject *written[] = {param, m, v, vmax};
-    const char *written_names[] = {"param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-    if (check_disjoint(written, written_names, 4, fn)) goto fail;
+    if (amsgrad && !(vmax = state_like(&held, o_vmax, param, fn, "max_exp_avg_sq", 0))) goto fail;
     CT_DISPATCH(PyArray_TYPE(param), adam_step, PyArray_DATA(param), PyArray_DATA(grad),
                 PyArray_DATA(m), PyArray_DATA(v), CT_DATA(vmax), PyArray_SIZE(param),
                 (int64_t)step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize);
@@ -170,12 +146,12 @@ static int total_norm(PyObject *grads, const char *fn, double norm_type, double 
         PyArrayObject *g = ct_input(&held, PyTuple_GET_ITEM(grads, i), fn, arg, CT_ANY_FLOAT, 0,
                                     -1, 0);
         if (g == NULL) return -1;
-        Py_BEGIN_ALLOW_THREADS
+        CT_BEGIN_KERNEL
         if (PyArray_TYPE(g) == NPY_FLOAT32)
             partial = norm_partial_f32(PyArray_DATA(g), PyArray_SIZE(g), norm_type);
         else
             partial = norm_partial_f64(PyArray_DATA(g), PyArray_SIZE(g), norm_type);
-        Py_END_ALLOW_THREADS
+        CT_END_KERNEL
         ct_release(&held);
         total = ct_norm_combine(total, partial, norm_type);
     }
@@ -204,7 +180,7 @@ static PyObject *py_grad_norm(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "grad_norm";
     PyObject *o_grads;
     double norm_type = 2.0, norm;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|d", names, &o_grads, &norm_type)) return NULL;
+    if (!ct_parse_args(args, kw, "O|d:grad_norm", names, &o_grads, &norm_type)) return NULL;
     if (check_norm_type(norm_type, fn)) return NULL;
     PyObject *grads = grads_tuple(o_grads, fn);
     if (grads == NULL) return NULL;
@@ -222,7 +198,7 @@ static PyObject *py_clip_grad_norm(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *o_grads;
     double max_norm, norm_type = 2.0, norm;
     char arg[32];
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Od|d", names, &o_grads, &max_norm, &norm_type))
+    if (!ct_parse_args(args, kw, "Od|d:clip_grad_norm", names, &o_grads, &max_norm, &norm_type))
         return NULL;
     if (check_norm_type(norm_type, fn) || check_range(max_norm, fn, "max_norm", 0, 0, 0, 0))
         return NULL;
@@ -232,7 +208,7 @@ static PyObject *py_clip_grad_norm(PyObject *self, PyObject *args, PyObject *kw)
     /* every grad is checked before any is scaled */
     for (Py_ssize_t i = 0; i < count; i++) {
         snprintf(arg, sizeof arg, "grads[%zd]", i);
-        if (!ct_inplace(PyTuple_GET_ITEM(grads, i), fn, arg, CT_ANY_FLOAT, 0, NULL, -1, 0))
+        if (!ct_inplace(NULL, PyTuple_GET_ITEM(grads, i), fn, arg, CT_ANY_FLOAT, 0, NULL, -1, 0))
             goto fail;
     }
     if (total_norm(grads, fn, norm_type, &norm)) goto fail;

@@ -174,7 +174,7 @@ static PyObject *py_rnn_forward(PyObject *self, PyObject *args, PyObject *kw)
     rnn_objs o = {.c0 = Py_None, .lengths = Py_None, .cell = 0};
     rnn_args a;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|OOp", names, &o.x, &o.h0, &o.w_ih,
+    if (!ct_parse_args(args, kw, "OOOOOOO|OOp:rnn_forward", names, &o.x, &o.h0, &o.w_ih,
                                      &o.w_hh, &o.b_ih, &o.b_hh, &o.mode, &o.c0, &o.lengths,
                                      &o.reverse))
         return NULL;
@@ -192,7 +192,7 @@ static PyObject *py_rnn_cell_forward(PyObject *self, PyObject *args, PyObject *k
     rnn_objs o = {.c0 = Py_None, .lengths = Py_None, .cell = 1};
     rnn_args a;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|O", names, &o.x, &o.h0, &o.w_ih, &o.w_hh,
+    if (!ct_parse_args(args, kw, "OOOOOOO|O:rnn_cell_forward", names, &o.x, &o.h0, &o.w_ih, &o.w_hh,
                                      &o.b_ih, &o.b_hh, &o.mode, &o.c0))
         return NULL;
     PyObject *ret = parse_common(&held, &a, &o, fn) ? NULL : run_forward(&held, &a, fn, 1);
@@ -279,7 +279,7 @@ static PyObject *py_rnn_backward(PyObject *self, PyObject *args, PyObject *kw)
     int need_dx = 1;
     rnn_args a;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOOOO|Opp", names, &o_dout, &o_dh_n,
+    if (!ct_parse_args(args, kw, "OOOOOOOOOOOO|Opp:rnn_backward", names, &o_dout, &o_dh_n,
                                      &o_dc_n, &o.x, &o.h0, &o.c0, &o.w_ih, &o.w_hh, &o.b_ih,
                                      &o.b_hh, &o_saved, &o.mode, &o.lengths, &o.reverse, &need_dx))
         return NULL;
@@ -303,7 +303,7 @@ static PyObject *py_rnn_cell_backward(PyObject *self, PyObject *args, PyObject *
     int need_dx = 1;
     rnn_args a;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOOO|p", names, &o_dh, &o_dc, &o.x, &o.h0,
+    if (!ct_parse_args(args, kw, "OOOOOOOOOOO|p:rnn_cell_backward", names, &o_dh, &o_dc, &o.x, &o.h0,
                                      &o.c0, &o.w_ih, &o.w_hh, &o.b_ih, &o.b_hh, &o_saved, &o.mode,
                                      &need_dx))
         return NULL;

@@ -8,7 +8,8 @@ static PyObject *softmax_like_forward(PyObject *args, PyObject *kw, const char *
     static char *names[] = {"x", NULL};
     PyObject *o_x;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O", names, &o_x)) return NULL;
+    if (!ct_parse_args(args, kw, is_log ? "O:log_softmax_forward" : "O:softmax_forward",
+                                     names, &o_x)) return NULL;
     PyArrayObject *x = ct_input(&held, o_x, fn, "x", CT_ANY_FLOAT, 1, -1, 0);
     if (x == NULL) goto fail;
     int t = PyArray_TYPE(x), nd = PyArray_NDIM(x);
@@ -29,7 +30,9 @@ static PyObject *softmax_like_backward(PyObject *args, PyObject *kw, const char 
     static char *names[] = {"dout", "y", "dinp", NULL};
     PyObject *o_dout, *o_y, *o_dinp = Py_None;
     ct_held held = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", names, &o_dout, &o_y, &o_dinp)) return NULL;
+    if (!ct_parse_args(args, kw,
+                                     is_log ? "OO|O:log_softmax_backward" : "OO|O:softmax_backward",
+                                     names, &o_dout, &o_y, &o_dinp)) return NULL;
     PyArrayObject *y = ct_input(&held, o_y, fn, "y", CT_ANY_FLOAT, 1, -1, 0);
     if (y == NULL) goto fail;
     int t = PyArray_TYPE(y), nd = PyArray_NDIM(y);
@@ -38,7 +41,7 @@ static PyObject *softmax_like_backward(PyObject *args, PyObject *kw, const char 
     if (dout == NULL) goto fail;
     for (int i = 0; i < nd; i++)
         if (ct_check_dim(dout, fn, "dout", i, PyArray_DIM(y, i), "y's shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(o_dinp, fn, "dinp", t, nd, PyArray_DIMS(y), -1, 1);
+    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(y), -1, 1);
     if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(y)))))
         goto fail;
     if (is_log)

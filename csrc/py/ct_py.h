@@ -25,12 +25,25 @@
 /* typenum argument of ct_input: integer ids, converted to int64. */
 #define CT_IDS (-2)
 
-/* Arrays acquired by a binding, released in one place on every exit path. */
-#define CT_MAX_HELD 32
+/* Arrays acquired by a binding, released in one place on every exit path.
+ * Each item also records what it is to the kernel (CT_HELD_*) and, for
+ * arguments, its name: the arrays a kernel reads (ct_input) and the arrays
+ * it writes in place (ct_inplace) are checked against each other for
+ * overlapping memory as they enter (see ct_inplace). */
+#define CT_MAX_HELD 64
+enum { CT_HELD_OWNED = 0, CT_HELD_INPUT = 1, CT_HELD_INPLACE = 2 };
 typedef struct {
     PyObject *items[CT_MAX_HELD];
+    const char *names[CT_MAX_HELD];
+    unsigned char kinds[CT_MAX_HELD];
     int count;
 } ct_held;
+
+/* The limit of the 32-bit-integer BLAS we link (and of the int loop
+ * counters handed to it): an array entering C must have
+ * shape[-1] <= CT_BLAS_DIM_MAX and prod(shape[:-1]) <= CT_BLAS_DIM_MAX, so
+ * that every GEMM dimension and leading dimension fits in an int. */
+#define CT_BLAS_DIM_MAX ((npy_intp)2147483647)
 
 /* Remember `obj` (a new reference) for release; returns obj (NULL passes). */
 PyObject *ct_hold(ct_held *held, PyObject *obj);
@@ -42,16 +55,25 @@ void ct_release(ct_held *held);
  * limit) and dtype `typenum` (NPY_FLOAT32 / NPY_FLOAT64 / NPY_INT64 /
  * NPY_BOOL / CT_ANY_FLOAT / CT_IDS).  Non-contiguous, negative-stride and
  * misaligned arrays are copied; wrong dtypes are a TypeError, never cast
- * silently (CT_IDS accepts any integer dtype).  The result is held. */
+ * silently (CT_IDS accepts any integer dtype).  Either byte order is
+ * accepted: a non-native array is copied to the machine's order.  Arrays
+ * beyond CT_BLAS_DIM_MAX are a ValueError.  The result is held (as an input
+ * named `arg`); it must not overlap an array already taken by ct_inplace
+ * (ValueError). */
 PyArrayObject *ct_input(ct_held *held, PyObject *obj, const char *fn, const char *arg,
                         int typenum, int min_ndim, int max_ndim, int optional);
 
 /* An array the kernel writes into in place (optimizer state, gradient
- * accumulators): must be C-contiguous, aligned, writeable, of dtype
- * `typenum` and of exactly `ndim`/`shape` (shape NULL: any shape with
- * `size` elements, size < 0: any).  It is never copied, since a copy would
- * lose the update.  None gives NULL when optional.  Borrowed, not held. */
-PyArrayObject *ct_inplace(PyObject *obj, const char *fn, const char *arg, int typenum,
+ * accumulators, caches): must be C-contiguous, aligned, writeable, in the
+ * machine's byte order, of dtype `typenum` and of exactly `ndim`/`shape`
+ * (shape NULL: any shape with `size` elements, size < 0: any).  It is never
+ * copied, since a copy would lose the update.  None gives NULL when
+ * optional.  When `held` is not NULL the array is held (as an in-place
+ * argument named `arg`) and must not share memory with any input or
+ * in-place array held there, before or after: reading an array while
+ * writing an overlapping one gives silently wrong results, so it is a
+ * ValueError (NumPy's out= would copy; a copy here would lose the update). */
+PyArrayObject *ct_inplace(ct_held *held, PyObject *obj, const char *fn, const char *arg, int typenum,
                           int ndim, const npy_intp *shape, npy_intp size, int optional);
 
 /* a.shape[axis] == expected, else ValueError naming `what` the expected
@@ -65,12 +87,23 @@ int ct_check_same_dtype(PyArrayObject *a, PyArrayObject *ref, const char *fn,
  * else IndexError naming the first bad position and value. */
 int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t low,
                  int64_t high, int has_ignore, int64_t ignore);
+/* A Python integer argument (anything with __index__, not bool) in
+ * [low, high], else TypeError (not an int) or `range_error` (out of range,
+ * also beyond long long), naming fn and arg; `range` (or NULL) says where
+ * the bounds come from. */
+int ct_int_arg(PyObject *obj, const char *fn, const char *arg, long long low, long long high,
+               const char *range, PyObject *range_error, long long *out);
 /* A positive (>= 0 when allow_zero) integer argument. */
 int ct_check_positive(long long value, const char *fn, const char *arg, int allow_zero);
 
 /* New uninitialised / zeroed held arrays. */
 PyArrayObject *ct_empty(ct_held *held, int typenum, int ndim, const npy_intp *shape);
 PyArrayObject *ct_zeros(ct_held *held, int typenum, int ndim, const npy_intp *shape);
+
+/* PyArg_ParseTupleAndKeywords with `format` ending in ":function_name";
+ * every TypeError it raises names the function (CPython leaves it out of
+ * failed number conversions). */
+int ct_parse_args(PyObject *args, PyObject *kw, const char *format, char **names, ...);
 
 /* Product of a.shape[start:stop]. */
 npy_intp ct_prod(PyArrayObject *a, int start, int stop);
@@ -88,23 +121,37 @@ static inline PyObject *ct_finish(ct_held *held, PyObject *ret)
 /* Return a new reference to an element held (so it survives ct_release). */
 PyObject *ct_ret(PyArrayObject *a);
 
+/* fork() safety (fork_guard.c).  Every kernel runs between
+ * CT_BEGIN_KERNEL and CT_END_KERNEL: the GIL is released and a shared lock
+ * is held that fork() takes exclusively (a pthread_atfork prepare handler,
+ * registered after OpenBLAS's own), so no kernel - and no OpenBLAS GEMM with
+ * its worker threads - is running while the process forks.  OpenBLAS's
+ * pre-fork handler waits for its workers, and deadlocked when another thread
+ * had a GEMM in flight. */
+void ct_fork_guard_enter(void);
+void ct_fork_guard_leave(void);
+int ct_fork_guard_install(void);
+#define CT_BEGIN_KERNEL Py_BEGIN_ALLOW_THREADS ct_fork_guard_enter();
+#define CT_END_KERNEL ct_fork_guard_leave(); Py_END_ALLOW_THREADS
+
 /* Call name##_f32 or name##_f64 by the dtype `typenum`, with the GIL
- * released.  Pointer arguments are passed as void * (PyArray_DATA). */
+ * released (CT_BEGIN_KERNEL).  Pointer arguments are passed as void *
+ * (PyArray_DATA). */
 #define CT_DISPATCH(typenum, name, ...)                                   \
     do {                                                                  \
-        Py_BEGIN_ALLOW_THREADS                                            \
+        CT_BEGIN_KERNEL                                                   \
         if ((typenum) == NPY_FLOAT32) CT_CAT(name, _f32)(__VA_ARGS__);    \
         else CT_CAT(name, _f64)(__VA_ARGS__);                             \
-        Py_END_ALLOW_THREADS                                              \
+        CT_END_KERNEL                                                     \
     } while (0)
 
 /* Same, for kernels that return an int status (0 ok, -1 out of memory). */
 #define CT_DISPATCH_STATUS(status, typenum, name, ...)                    \
     do {                                                                  \
-        Py_BEGIN_ALLOW_THREADS                                            \
+        CT_BEGIN_KERNEL                                                   \
         if ((typenum) == NPY_FLOAT32) status = CT_CAT(name, _f32)(__VA_ARGS__); \
         else status = CT_CAT(name, _f64)(__VA_ARGS__);                    \
-        Py_END_ALLOW_THREADS                                              \
+        CT_END_KERNEL                                                     \
     } while (0)
 
 #define CT_DATA(a) ((a) ? PyArray_DATA(a) : NULL)

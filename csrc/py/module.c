@@ -100,6 +100,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__C(void)
 {
     import_array();
+    if (ct_fork_guard_install() < 0) return NULL;
     if (all_methods == NULL) all_methods = join_tables();
     if (all_methods == NULL) return PyErr_NoMemory();
     module_def.m_methods = all_methods;

@@ -4,9 +4,14 @@ Every kernel family has a ``*_forward`` / ``*_backward`` pair.  Conventions:
 
 * float32 and float64 arrays (one C source serves both); all float inputs of
   one call must share a dtype.  Integer ids may be any integer dtype.
-* Non-contiguous or negative-stride inputs are copied, never misread.
-  Arrays a kernel updates in place (optimizer state, gradient accumulators
-  passed as ``d*=`` arguments) must be C-contiguous and are never copied.
+* Non-contiguous, negative-stride, misaligned and big-endian inputs are
+  copied, never misread.  Arrays a kernel updates in place (optimizer
+  state, gradient accumulators passed as ``d*=`` arguments, KV caches) must
+  be C-contiguous and in the machine's byte order, and are never copied; one
+  that shares memory with another argument of the call is a ValueError.
+* Zero-size dimensions give empty results and zero gradients, as torch.
+  Dimensions the 32-bit OpenBLAS cannot take (``shape[-1]`` or
+  ``prod(shape[:-1])`` >= 2**31) are a ValueError.
 * Forward returns what backward needs (e.g. LayerNorm's mean and rstd).
 * Backward returns fresh gradients, or *accumulates* (``+=``) into arrays you
   pass, which is how the autograd layer sums gradients without copies.

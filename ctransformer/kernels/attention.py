@@ -27,6 +27,15 @@ from typing import NamedTuple, Optional, Tuple
 import numpy as np
 
 from .. import _C
+from ._args import U64, as_float, as_int
+
+
+def _p(fn: str, dropout_p: object) -> float:
+    return as_float(fn, "dropout_p", dropout_p)
+
+
+def _seed(fn: str, seed: object) -> int:
+    return as_int(fn, "seed", seed, *U64)
 
 
 def sdpa_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: Optional[np.ndarray] = None,
@@ -39,7 +48,8 @@ def sdpa_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: Optional[np.
     -> (out (B, H, Tq, Dv), probs (B, H, Tq, Tk)), probs being the softmax
     weights after dropout (out = probs @ v).
     """
-    return _C.sdpa_forward(q, k, v, mask, bool(is_causal), scale, float(dropout_p), int(seed))
+    return _C.sdpa_forward(q, k, v, mask, bool(is_causal), scale, _p("sdpa_forward", dropout_p),
+                           _seed("sdpa_forward", seed))
 
 
 def sdpa_backward(dout: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
@@ -53,8 +63,8 @@ def sdpa_backward(dout: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
     like q, k, v.  ``dq``/``dk``/``dv`` given as C-contiguous arrays are
     accumulated into (``+=``) and returned.
     """
-    return _C.sdpa_backward(dout, q, k, v, probs, mask, bool(is_causal), scale, float(dropout_p),
-                            int(seed), dq, dk, dv)
+    return _C.sdpa_backward(dout, q, k, v, probs, mask, bool(is_causal), scale, _p("sdpa_backward", dropout_p),
+                            _seed("sdpa_backward", seed), dq, dk, dv)
 
 
 class MHASaved(NamedTuple):
@@ -132,7 +142,7 @@ def mha_forward(query: np.ndarray, key: np.ndarray, value: np.ndarray,
                                      (q_bias, k_bias, v_bias), E, 1)
     out, *saved = _C.mha_forward(query, key, value, q_weight, k_weight, v_weight, q_bias, k_bias,
                                  v_bias, out_weight, out_bias, num_heads, mask, bool(is_causal),
-                                 float(dropout_p), int(seed))
+                                 _p("mha_forward", dropout_p), _seed("mha_forward", seed))
     return out, MHASaved(*saved)
 
 
@@ -166,7 +176,8 @@ def mha_backward(dout: np.ndarray, query: np.ndarray, key: np.ndarray, value: np
         acc.update(dq_bias=d_in_b[:E], dk_bias=d_in_b[E:2 * E], dv_bias=d_in_b[2 * E:])
     grads = _C.mha_backward(dout, query, key, value, q_weight, k_weight, v_weight, q_bias, k_bias,
                             v_bias, out_weight, out_bias, num_heads, *saved, mask=mask,
-                            is_causal=bool(is_causal), dropout_p=float(dropout_p), seed=int(seed),
+                            is_causal=bool(is_causal), dropout_p=_p("mha_backward", dropout_p),
+                            seed=_seed("mha_backward", seed),
                             **acc)
     return MHAGrads(*grads, in_proj_weight=d_in_w, in_proj_bias=d_in_b)
 
@@ -213,7 +224,8 @@ def mha_packed_forward(query: np.ndarray, kv: Optional[np.ndarray], in_proj_weig
     """
     out, pq, pkv, probs, ctx = _C.mha_packed_forward(query, kv, in_proj_weight, in_proj_bias, out_weight,
                                                      out_bias, num_heads, kv is None, bool(seq_first), mask,
-                                                     bool(is_causal), float(dropout_p), int(seed))
+                                                     bool(is_causal), _p("mha_packed_forward", dropout_p),
+                                                     _seed("mha_packed_forward", seed))
     return out, PackedSaved(pq, pkv, probs, ctx)
 
 
@@ -228,8 +240,10 @@ def mha_packed_backward(dout: np.ndarray, query: np.ndarray, kv: Optional[np.nda
     gradient (through q, k and v) and ``kv`` is None."""
     return PackedGrads(*_C.mha_packed_backward(dout, query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias,
                                                num_heads, kv is None, bool(seq_first), *saved, mask=mask,
-                                               is_causal=bool(is_causal), dropout_p=float(dropout_p),
-                                               seed=int(seed), need_dquery=bool(need_dquery),
+                                               is_causal=bool(is_causal),
+                                               dropout_p=_p("mha_packed_backward", dropout_p),
+                                               seed=_seed("mha_packed_backward", seed),
+                                               need_dquery=bool(need_dquery),
                                                need_dkv=bool(need_dkv)))
 
 

@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import _C
+from ._args import as_float
 
 
 def _act_name(fn: str, act: str, approximate: str) -> str:
@@ -43,7 +44,7 @@ def add_layernorm_forward(inp: np.ndarray, residual: np.ndarray, weight: Optiona
     """``LayerNorm(inp + residual)`` over the last axis (biased variance, eps
     inside the square root, as torch).  inp, residual (..., N), weight/bias (N)
     or None -> (out (..., N), mean (...), rstd (...))."""
-    return _C.add_layernorm_forward(inp, residual, weight, bias, float(eps))
+    return _C.add_layernorm_forward(inp, residual, weight, bias, as_float("add_layernorm_forward", "eps", eps))
 
 
 def add_layernorm_backward(dout: np.ndarray, inp: np.ndarray, residual: np.ndarray,
@@ -72,5 +73,5 @@ def ff_backward(dout: np.ndarray, x: np.ndarray, h: np.ndarray, keep: Optional[n
     the result equals the dense computation.
     -> (dx (..., D) or None when not need_dx, dw1, db1 or None, dw2, db2 or
     None when not with_bias2)."""
-    return _C.ff_backward(dout, x, h, keep, float(p), w1, b1, w2, bool(with_bias2),
+    return _C.ff_backward(dout, x, h, keep, as_float("ff_backward", "p", p), w1, b1, w2, bool(with_bias2),
                           _act_name("ff_backward", act, approximate), bool(need_dx))

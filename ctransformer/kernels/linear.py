@@ -1,6 +1,7 @@
 """Linear layer and (batched, broadcasting) matrix products."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple
 
 import numpy as np
@@ -43,17 +44,19 @@ def bmm_backward(dout: np.ndarray, a: np.ndarray, b: np.ndarray, need_da: bool =
 
 
 def _as_batches(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
-    """x (..., R, C) broadcast to batch_shape, as (B or 1, R, C)."""
+    """x (..., R, C) broadcast to batch_shape, as (B or 1, R, C) (B may be 0)."""
     if x.shape[:-2] == tuple(batch_shape):
-        return x.reshape((-1,) + x.shape[-2:])
+        return x.reshape((math.prod(batch_shape),) + x.shape[-2:])
     if all(d == 1 for d in x.shape[:-2]):
         return x.reshape((1,) + x.shape[-2:])
-    return np.broadcast_to(x, tuple(batch_shape) + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
+    return np.broadcast_to(x, tuple(batch_shape) + x.shape[-2:]).reshape(
+        (math.prod(batch_shape),) + x.shape[-2:])
 
 
 def matmul_forward(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` with NumPy's broadcasting of batch dims; a (..., M, K),
     b (..., K, N), both at least 2-D -> (broadcast batch..., M, N)."""
+    _arrays("matmul_forward", a=a, b=b)
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(f"matmul_forward: a and b must be at least 2-D, got {a.ndim}-D and {b.ndim}-D")
     if a.shape[-1] != b.shape[-2]:
@@ -63,6 +66,14 @@ def matmul_forward(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return _C.bmm_forward(a[None], b[None])[0]
     out = _C.bmm_forward(_as_batches(a, batch), _as_batches(b, batch))
     return out.reshape(tuple(batch) + out.shape[-2:])
+
+
+def _arrays(fn: str, **arrays: object) -> None:
+    """The Python-level wrappers' arguments must be arrays (before their
+    .ndim / .shape are read): TypeError naming fn and the argument."""
+    for name, value in arrays.items():
+        if not isinstance(value, np.ndarray):
+            raise TypeError(f"{fn}: {name} must be a numpy.ndarray, got {type(value).__name__}")
 
 
 def _reduce_to(grad: np.ndarray, shape: tuple) -> np.ndarray:
@@ -77,9 +88,10 @@ def _reduce_to(grad: np.ndarray, shape: tuple) -> np.ndarray:
 def matmul_backward(dout: np.ndarray, a: np.ndarray, b: np.ndarray, need_da: bool = True,
                     need_db: bool = True) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
     """Gradients of :func:`matmul_forward`, summed back to the shapes of a and b."""
+    _arrays("matmul_backward", dout=dout, a=a, b=b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a3, b3 = _as_batches(a, batch), _as_batches(b, batch)
-    d3 = dout.reshape((-1,) + dout.shape[-2:])
+    d3 = dout.reshape((math.prod(dout.shape[:-2]),) + dout.shape[-2:])
     da, db = _C.bmm_backward(d3, a3, b3, need_da, need_db)
     return _unbatch(da, batch, a.shape), _unbatch(db, batch, b.shape)
 

@@ -12,6 +12,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from .. import _C
+from ._args import as_float
 
 Grads = Union[np.ndarray, Sequence[np.ndarray]]
 
@@ -47,7 +48,7 @@ def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_
 def grad_norm(grads: Grads, norm_type: float = 2.0) -> float:
     """p-norm of all gradients seen as one vector (``norm_type`` > 0 or inf),
     accumulated in double; 0.0 for an empty list."""
-    return _C.grad_norm(grads, float(norm_type))
+    return _C.grad_norm(grads, as_float("grad_norm", "norm_type", norm_type))
 
 
 def clip_grad_norm(grads: Grads, max_norm: float, norm_type: float = 2.0) -> float:
@@ -55,4 +56,5 @@ def clip_grad_norm(grads: Grads, max_norm: float, norm_type: float = 2.0) -> flo
     by ``min(max_norm / (total_norm + 1e-6), 1)`` and returns total_norm
     (see :func:`grad_norm`).  Gradients must be C-contiguous; all are
     checked before any is scaled."""
-    return _C.clip_grad_norm(grads, float(max_norm), float(norm_type))
+    return _C.clip_grad_norm(grads, as_float("clip_grad_norm", "max_norm", max_norm),
+                             as_float("clip_grad_norm", "norm_type", norm_type))

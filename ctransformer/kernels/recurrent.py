@@ -15,12 +15,14 @@ Modes and gate counts G: ``"rnn_tanh"``, ``"rnn_relu"`` (G = 1), ``"lstm"``
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import _C
+from ._args import as_float
 from .dropout import dropout_backward, dropout_forward
 
 MODES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
@@ -125,17 +127,22 @@ def _check_stack_args(fn: str, x: np.ndarray, h0: Optional[np.ndarray], c0: Opti
         raise ValueError(f"{fn}: mode must be one of {MODES}, got {mode!r}")
     if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
         raise ValueError(f"{fn}: num_layers must be an int >= 1, got {num_layers!r}")
-    if not 0.0 <= float(dropout) <= 1.0:
+    if not 0.0 <= as_float(fn, "dropout", dropout) <= 1.0:
         raise ValueError(f"{fn}: dropout must be in [0, 1], got {dropout}")
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{fn}: x must be a numpy.ndarray, got {type(x).__name__}")
     if x.ndim != 3:
         raise ValueError(f"{fn}: x must have 3 dimensions ({'B, T' if batch_first else 'T, B'}, I), "
                          f"got {x.ndim}")
+    if not isinstance(weights, (list, tuple)):
+        raise TypeError(f"{fn}: weights must be a list of (w_ih, w_hh, b_ih, b_hh) tuples, got "
+                        f"{type(weights).__name__}")
     if len(weights) != num_layers * num_directions:
         raise ValueError(f"{fn}: weights must have {num_layers * num_directions} entries "
                          f"(num_layers * num_directions), got {len(weights)}")
     for k, w in enumerate(weights):
+        if not isinstance(w, (list, tuple)):
+            raise TypeError(f"{fn}: weights[{k}] must be a (w_ih, w_hh, b_ih, b_hh) tuple, got {type(w).__name__}")
         if len(w) != 4:
             raise ValueError(f"{fn}: weights[{k}] must be (w_ih, w_hh, b_ih, b_hh), got {len(w)} items")
     w_hh = weights[0][1]
@@ -189,8 +196,15 @@ def rnn_stack_forward(x: np.ndarray, h0: Optional[np.ndarray], weights: Sequence
     if batch_first:
         x = x.transpose(1, 0, 2)
     cache = RNNStackCache(mode, num_layers, D, batch_first, lengths, list(weights), h0, c0,
-                          dropout=float(dropout))
+                          dropout=as_float("rnn_stack_forward", "dropout", dropout))
     use_dropout = training and dropout > 0 and num_layers > 1
+    with _named(fn):
+        return _stack_forward(x, h0, weights, mode, num_layers, D, c0, dropout, seed, lengths, batch_first,
+                              cache, use_dropout)
+
+
+def _stack_forward(x, h0, weights, mode, num_layers, D, c0, dropout, seed, lengths, batch_first, cache,
+                   use_dropout):
     h_n, c_n = [], []
     layer_in = x
     offset = 0
@@ -228,6 +242,47 @@ def rnn_stack_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray],
     Returns (dx like x or None, dh0 (L*D, B, H), dc0 (L*D, B, H) or None
     (not lstm), [(dw_ih, dw_hh, db_ih, db_hh)] per layer and direction).
     """
+    fn = "rnn_stack_backward"
+    if not isinstance(cache, RNNStackCache):
+        raise TypeError(f"{fn}: cache must be the RNNStackCache returned by rnn_stack_forward, "
+                        f"got {type(cache).__name__}")
+    L, D, mode = cache.num_layers, cache.num_directions, cache.mode
+    T, B = cache.layer_inputs[0].shape[:2]
+    H = cache.weights[0][1].shape[1]
+    out_shape = (B, T, D * H) if cache.batch_first else (T, B, D * H)
+    _check_grad(fn, "dout", dout, out_shape, "the shape of the forward output")
+    _check_grad(fn, "dh_n", dh_n, (L * D, B, H), "num_layers * num_directions, batch, hidden")
+    if dc_n is not None and mode != "lstm":
+        raise ValueError(f"{fn}: dc_n must be None for mode {mode!r} (only lstm has a cell state), got an array")
+    _check_grad(fn, "dc_n", dc_n, (L * D, B, H), "num_layers * num_directions, batch, hidden")
+    with _named(fn):
+        return _stack_backward(dout, dh_n, dc_n, cache, need_dx)
+
+
+def _check_grad(fn: str, name: str, g: Optional[np.ndarray], shape: tuple, what: str) -> None:
+    """A gradient argument of rnn_stack_backward: None or an array of `shape`."""
+    if g is None:
+        return
+    if not isinstance(g, np.ndarray):
+        raise TypeError(f"{fn}: {name} must be a numpy.ndarray or None, got {type(g).__name__}")
+    if g.shape != tuple(shape):
+        raise ValueError(f"{fn}: {name} must have shape {tuple(shape)} ({what}), got {g.shape}")
+
+
+@contextmanager
+def _named(fn: str):
+    """Errors of the per-layer kernels led by the function the user called
+    (``rnn_backward: dc_n ...`` -> ``rnn_stack_backward: rnn_backward: dc_n ...``)."""
+    try:
+        yield
+    except (TypeError, ValueError, IndexError) as exc:
+        if str(exc).startswith(fn + ": "):
+            raise
+        raise type(exc)(f"{fn}: {exc}") from exc
+
+
+def _stack_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray], dc_n: Optional[np.ndarray],
+                    cache: RNNStackCache, need_dx: bool):
     L, D, mode = cache.num_layers, cache.num_directions, cache.mode
     if dout is not None and cache.batch_first:
         dout = dout.transpose(1, 0, 2)

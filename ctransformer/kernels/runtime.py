@@ -8,6 +8,8 @@ def set_num_threads(n: int) -> None:
     """Use ``n`` threads in every kernel (OpenBLAS included)."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}")
+    if n >= 2 ** 31:
+        raise ValueError(f"set_num_threads: n must be < 2**31, got {n}")
     _C.set_num_threads(n)
 
 
