@@ -1151,7 +1151,7 @@ class Tensor:
 
     def reshape(self, *shape) -> "Tensor":
         """A view when the layout allows, else a copy (torch's reshape)."""
-        shape = _shape_args(shape)
+        shape = _view_shape(_shape_args(shape, "reshape"))
         x = self._data
         old = x.shape
         try:
