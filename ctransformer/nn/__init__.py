@@ -17,3 +17,4 @@ from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBas
 __all__ += ["MultiheadAttention", "PositionalEncoding", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
             "TransformerEncoder", "TransformerEncoderLayer", "GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNBase",
             "RNNCell", "RNNCellBase"]
+from .modules import rnn as _modules_rnn, transformer as _modules_transformer  # noqa: E402,F401  (torch's module paths)
