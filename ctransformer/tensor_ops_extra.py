@@ -125,12 +125,17 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(input), dim)), computed stably."""
     if input.dtype.kind not in "fc":
         input = input.float()
-    m = input.detach().amax(dim, keepdim=True)
-    m = where(m.isfinite(), m, tensor(0.0, dtype=m.dtype))
-    out = (input - m).exp().sum(dim, keepdim=True).log() + m
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    axes = tuple(_norm_dim(d, input.dim(), "logsumexp") for d in dims) if input.dim() else ()
+    peak = np.max(input._data, axis=axes, keepdims=True) if input._data.size else np.zeros(
+        [1 if i in axes else n for i, n in enumerate(input.shape)], input.dtype)
+    m = Tensor._wrap(np.where(np.isfinite(peak), peak, 0).astype(input.dtype))
+    out = input - m
+    for d in axes:
+        out = out.exp().sum(d, keepdim=True) if d == axes[0] else out.sum(d, keepdim=True)
+    out = out.log() + m if axes else (input - m).exp().log() + m
     if not keepdim:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        for d in sorted((_norm_dim(d, input.dim(), "logsumexp") for d in dims), reverse=True):
+        for d in sorted(axes, reverse=True):
             out = out.squeeze(d)
     return out
 
