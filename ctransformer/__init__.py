@@ -118,10 +118,15 @@ from .serialization import load, save  # noqa: E402
 from . import tensor_ops_extra as _tensor_ops_extra, dtype_extra as _dtype_extra  # noqa: E402
 _tensor_ops_extra.attach()
 _dtype_extra.attach()
-from .tensor_ops_extra import einsum, index_fill, logsumexp, nan_to_num, narrow, roll, scatter_add  # noqa: E402,F401
+from .tensor_ops_extra import (einsum, index_fill, logsumexp, nan_to_num, narrow, roll,  # noqa: E402,F401
+                               scatter_add, tril_indices, triu_indices)
 from .dtype_extra import bfloat16  # noqa: E402,F401
 from .runtime_extra import (backends, compile, get_default_device, inference_mode,  # noqa: E402,F401,A004
                             set_default_device, set_printoptions)
 from . import amp, distributed, serialization  # noqa: E402,F401
 import sys as _sys  # noqa: E402
 _sys.modules[__name__ + ".backends"] = backends
+from . import onnx  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401  (torch.autocast: a no-op context here)
+from . import _coverage  # noqa: E402
+_coverage.install()  # a missing torch name is an AttributeError saying why, and what to use

@@ -16,7 +16,8 @@ import numpy as np
 from .autograd import apply_op
 from .tensor import Tensor, _along_axis_key, _data_of, _norm_dim, tensor, where
 
-__all__ = ["narrow", "index_fill", "scatter_add", "logsumexp", "roll", "nan_to_num", "einsum"]
+__all__ = ["narrow", "index_fill", "scatter_add", "logsumexp", "roll", "nan_to_num", "einsum", "triu_indices",
+           "tril_indices"]
 
 
 def _int_arg(value, fn: str, name: str) -> int:
@@ -245,6 +246,31 @@ def einsum(equation: str, *operands) -> Tensor:
     return apply_op(out, tuple(operands), backward, "Einsum")
 
 
+def _tri_indices(fn: str, np_fn, row: int, col: int, offset: int, dtype) -> Tensor:
+    for name, v in (("row", row), ("col", col), ("offset", offset)):
+        _int_arg(v, fn, name)
+    if row < 0 or col < 0:
+        raise RuntimeError(f"{fn}: row and col must be non-negative, got row={row} col={col}")
+    r, c = np_fn(row, offset, col)
+    from .tensor import _as_dtype, int64
+    return Tensor._wrap(np.stack([r, c]).astype(_as_dtype(dtype) or int64))
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
+    """The (2, N) coordinates of the upper triangle of a row x col matrix (torch.triu_indices)."""
+    return _tri_indices("triu_indices", np.triu_indices, row, col, offset, dtype)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
+    """The (2, N) coordinates of the lower triangle of a row x col matrix (torch.tril_indices)."""
+    return _tri_indices("tril_indices", np.tril_indices, row, col, offset, dtype)
+
+
+def _data_ptr(self: Tensor) -> int:
+    """The address of the tensor's first element (its NumPy buffer)."""
+    return int(self._data.__array_interface__["data"][0])
+
+
 def attach() -> None:
     """Install the methods on Tensor (called once by ``ctransformer``)."""
     Tensor.narrow = narrow
@@ -256,3 +282,4 @@ def attach() -> None:
     Tensor.roll = roll
     Tensor.nan_to_num = nan_to_num
     Tensor.stride = _stride
+    Tensor.data_ptr = _data_ptr
