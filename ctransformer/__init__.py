@@ -123,7 +123,7 @@ from .tensor_ops_extra import (einsum, index_fill, logsumexp, nan_to_num, narrow
 from .dtype_extra import bfloat16  # noqa: E402,F401
 from .runtime_extra import (backends, compile, get_default_device, inference_mode,  # noqa: E402,F401,A004
                             set_default_device, set_printoptions)
-from . import amp, distributed, serialization  # noqa: E402,F401
+from . import amp, distributed, multiprocessing, serialization  # noqa: E402,F401
 import sys as _sys  # noqa: E402
 _sys.modules[__name__ + ".backends"] = backends
 from . import onnx  # noqa: E402,F401
