@@ -95,8 +95,8 @@ class _Cuda:
     @property
     def amp(self):
         """torch.cuda.amp (GradScaler disables itself; autocast is a no-op)."""
-        from . import amp
-        return amp
+        from . import amp as _amp
+        return _amp
 
 
 cuda = _Cuda()

@@ -206,7 +206,7 @@ def einsum(equation: str, *operands) -> Tensor:
     lhs, _, rhs = eq.partition("->")
     ins = lhs.split(",")
     if len(ins) != len(operands):
-        raise ValueError(f"einsum(): more operands were provided than specified in the equation"
+        raise ValueError("einsum(): more operands were provided than specified in the equation"
                          if len(operands) > len(ins) else "einsum(): fewer operands were provided than specified "
                          "in the equation")
     if not _:

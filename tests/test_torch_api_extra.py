@@ -3,7 +3,6 @@ not the models, stopped on missing names): parity with torch (live or
 golden fixtures), float64 gradchecks, bad inputs, and the CPU-only
 behaviour of the GPU / cluster names."""
 import itertools
-import pickle
 
 import numpy as np
 import pytest

@@ -8,7 +8,6 @@ them (``ctransformer.serialization.migrate`` rewrites one in the new format).
 from __future__ import annotations
 
 import json
-import zipfile
 from collections import OrderedDict
 from typing import Any, BinaryIO, Dict
 
