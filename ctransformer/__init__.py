@@ -95,8 +95,10 @@ class _Cuda:
     @property
     def amp(self):
         """torch.cuda.amp (GradScaler disables itself; autocast is a no-op)."""
+        import types
+
         from . import amp as _amp
-        return _amp
+        return types.SimpleNamespace(GradScaler=_amp.CudaGradScaler, autocast=_amp.autocast)
 
 
 cuda = _Cuda()

@@ -61,3 +61,12 @@ class autocast:
 
     def __call__(self, fn):
         return fn
+
+
+class CudaGradScaler(GradScaler):
+    """torch.cuda.amp.GradScaler(init_scale=2.**16, growth_factor=2.0, backoff_factor=0.5,
+    growth_interval=2000, enabled=True): torch's older signature, disabled here as well."""
+
+    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, enabled: bool = True) -> None:
+        super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
