@@ -90,6 +90,18 @@ class _Cuda:
 
     manual_seed_all = manual_seed
 
+    @staticmethod
+    def is_bf16_supported(including_emulation: bool = True) -> bool:
+        return False
+
+    @property
+    def amp(self):
+        """torch.cuda.amp (GradScaler disables itself; autocast is a no-op)."""
+        import types
+
+        from . import amp as _amp
+        return types.SimpleNamespace(GradScaler=_amp.CudaGradScaler, autocast=_amp.autocast)
+
 
 cuda = _Cuda()
 
@@ -105,3 +117,20 @@ _threads_from_env()
 # PyTorch-style layers, optimizers, data loading and checkpoints (Python over the kernels).
 from . import nn, optim, utils  # noqa: E402
 from .serialization import load, save  # noqa: E402
+
+# Names real PyTorch scripts use around their models (tensor_ops_extra.py, runtime_extra.py, ...).
+from . import tensor_ops_extra as _tensor_ops_extra, dtype_extra as _dtype_extra  # noqa: E402
+_tensor_ops_extra.attach()
+_dtype_extra.attach()
+from .tensor_ops_extra import (einsum, index_fill, logsumexp, nan_to_num, narrow, roll,  # noqa: E402,F401
+                               scatter_add, tril_indices, triu_indices)
+from .dtype_extra import bfloat16  # noqa: E402,F401
+from .runtime_extra import (backends, compile, get_default_device,  # noqa: E402,F401,A004
+                            set_default_device, set_printoptions)
+from . import amp, distributed, multiprocessing, serialization  # noqa: E402,F401
+import sys as _sys  # noqa: E402
+_sys.modules[__name__ + ".backends"] = backends
+from . import onnx  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401  (torch.autocast: a no-op context here)
+from . import _coverage  # noqa: E402
+_coverage.install()  # a missing torch name is an AttributeError saying why, and what to use

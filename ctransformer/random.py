@@ -12,7 +12,16 @@ import numpy as np
 class Generator:
     """A seeded random source (torch.Generator's role)."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: "int | str" = 0, device=None) -> None:
+        """``Generator(device="cpu")`` as torch (a CUDA device is an error);
+        ``seed`` (ctransformer's) defaults to 0."""
+        from .tensor import device as _device
+
+        if isinstance(seed, (str, _device)):  # torch.Generator("cpu")
+            seed, device = 0, seed
+        if device is not None:
+            _device(device)
+        self.device = _device("cpu")
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> "Generator":

@@ -152,6 +152,21 @@ OPS = {
     "unsqueeze_": (lambda x: x.clone().unsqueeze_(2), [R(3, 4)]),
     "scatter_": (lambda x, s: x.clone().scatter_(1, ct.tensor(IDX), s), [R(3, 4), R(3, 3)]),
     # ---- nn.functional
+    # ---- the names scripts use around their models
+    "narrow": (lambda x: x.narrow(1, 1, 2) + ct.narrow(x, 1, 0, 2), [R(3, 4)]),
+    "index_fill": (lambda x: x.index_fill(1, ct.tensor([0, 2]), -1.0), [R(3, 4)]),
+    "index_fill_": (lambda x: x.clone().index_fill_(0, ct.tensor([1]), 2.0), [R(3, 4)]),
+    "scatter_add": (lambda x, s: x.scatter_add(1, ct.tensor(IDX), s), [R(3, 4), R(3, 2)]),
+    "scatter_add_": (lambda x, s: x.clone().scatter_add_(1, ct.tensor(IDX), s), [R(3, 4), R(3, 2)]),
+    "logsumexp": (lambda x: x.logsumexp(1) + ct.logsumexp(x, (0, 1)), [R(3, 4)]),
+    "roll": (lambda x: x.roll(1, 1) + ct.roll(x, (1, -1), (0, 1)), [R(3, 4)]),
+    "nan_to_num": (lambda x: ct.nan_to_num(x) * 2, [R(3, 4)]),
+    "einsum": (lambda a, b: ct.einsum("ij,jk->ik", a, b) + ct.einsum("ij->j", a).sum(), [R(3, 4), R(4, 2)]),
+    "F.silu": (lambda x: F.silu(x), [R(3, 4)]),
+    "F.normalize": (lambda x: F.normalize(x, dim=1), [R(3, 4)]),
+    "F.cosine_similarity": (lambda a, b: F.cosine_similarity(a, b, dim=1), [R(3, 4), R(3, 4)]),
+    "F.kl_div": (lambda x, t: F.kl_div(x, t, reduction="batchmean"), [R(3, 4), R(3, 4, pos=True)]),
+    "F.rms_norm": (lambda x, w: F.rms_norm(x, (4,), w, eps=1e-6), [R(3, 4), R(4)]),
     "F.relu": (lambda x: F.relu(x), [R(3, 4)]),
     "F.relu_": (lambda x: F.relu_(x.clone()), [R(3, 4)]),
     "F.gelu": (lambda x: F.gelu(x) + F.gelu(x, approximate="tanh"), [R(3, 4)]),
@@ -213,6 +228,11 @@ def _module_cases():
         "LayerNorm": (nn.LayerNorm(4, dtype=d), [R(2, 4)], None),
         "Embedding": (nn.Embedding(5, 3, dtype=d), [], lambda m: m(ct.tensor([[0, 4], [2, 2]]))),
         "Dropout": (nn.Dropout(0.3), [R(3, 4)], lambda m, x: _seeded(lambda: m(x))),
+        "SiLU": (nn.SiLU(), [R(3, 4)], None),
+        "Flatten": (nn.Flatten(), [R(2, 3, 4)], None),
+        "Unflatten": (nn.Unflatten(1, (2, 2)), [R(3, 4)], None),
+        "RMSNorm": (nn.RMSNorm(4, dtype=d), [R(2, 4)], None),
+        "KLDivLoss": (nn.KLDivLoss(reduction="batchmean"), [R(3, 4), R(3, 4, pos=True)], None),
         "Identity": (nn.Identity(), [R(3, 4)], None),
         "ReLU": (nn.ReLU(), [R(3, 4)], None),
         "GELU": (nn.GELU(), [R(3, 4)], None),
@@ -275,6 +295,8 @@ NOT_DIFFERENTIABLE = {
                                            "get_num_threads set_flush_denormal save load cpu cuda",
     "containers and bases (their members are covered)": "Module ModuleDict ModuleList RNNBase RNNCellBase",
     "typing re-exports of nn.functional": "Optional Sequence apply_op",
+    "settings, layout and index queries (no float result)": "compile set_default_device get_default_device "
+                                                          "set_printoptions stride data_ptr triu_indices tril_indices",
 }
 
 # names whose case is under another key

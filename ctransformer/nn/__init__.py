@@ -17,3 +17,10 @@ from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBas
 __all__ += ["MultiheadAttention", "PositionalEncoding", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
             "TransformerEncoder", "TransformerEncoderLayer", "GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNBase",
             "RNNCell", "RNNCellBase"]
+from .modules import rnn as _modules_rnn, transformer as _modules_transformer  # noqa: E402,F401  (torch's module paths)
+from . import parallel  # noqa: E402,F401  (importable; DistributedDataParallel refuses clearly)
+from .modules.extra import Flatten, KLDivLoss, RMSNorm, SiLU, Unflatten  # noqa: E402,F401
+from .functional_extra import cosine_similarity, kl_div, normalize, rms_norm, silu  # noqa: E402
+for _f in (cosine_similarity, kl_div, normalize, rms_norm, silu):  # torch.nn.functional.<name>
+    setattr(functional, _f.__name__, _f)
+__all__ += ["Flatten", "KLDivLoss", "RMSNorm", "SiLU", "Unflatten"]

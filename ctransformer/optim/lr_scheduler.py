@@ -161,3 +161,6 @@ class NoamLR(LRScheduler):
     def get_lr(self) -> List[float]:
         lr = self.rate(self.last_epoch + 1)
         return [lr for _ in self.optimizer.param_groups]
+
+from .lr_scheduler_extra import CosineAnnealingLR, LinearLR, OneCycleLR, SequentialLR  # noqa: E402,F401
+__all__ += ["CosineAnnealingLR", "LinearLR", "OneCycleLR", "SequentialLR"]

@@ -76,3 +76,13 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+def __getattr__(name: str):
+    """``torch.nn.modules.activation.MultiheadAttention`` is where torch
+    defines it; ours lives in ``ctransformer.nn.attention`` (imported late:
+    it builds on these modules)."""
+    if name == "MultiheadAttention":
+        from ..attention import MultiheadAttention
+        return MultiheadAttention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

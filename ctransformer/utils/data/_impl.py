@@ -14,8 +14,8 @@ from typing import Any, Callable, Generic, Iterable, Iterator, List, Optional, S
 
 import numpy as np
 
-from ..random import Generator, default_generator
-from ..tensor import Tensor, int64, stack
+from ...random import Generator, default_generator
+from ...tensor import Tensor, int64, stack
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split", "Sampler",
            "SequentialSampler", "RandomSampler", "BatchSampler", "DataLoader", "default_collate"]
@@ -154,14 +154,24 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self) -> Iterator[int]:
+        """Indices drawn lazily: with replacement in chunks of 32 (as torch),
+        without it one permutation of the dataset at a time, so a huge
+        ``num_samples`` costs no memory up front."""
         gen = self.generator or default_generator
         n = len(self.data_source)
+        left = self.num_samples
         if self.replacement:
-            return iter(gen.integers(0, n, (self.num_samples,)).tolist())
-        idx: List[int] = []
-        while len(idx) < self.num_samples:
-            idx.extend(gen.permutation(n).tolist())
-        return iter(idx[:self.num_samples])
+            while left > 0:
+                chunk = min(32, left)
+                yield from gen.integers(0, n, (chunk,)).tolist()
+                left -= chunk
+            return
+        while left > 0:
+            perm = gen.permutation(n).tolist()
+            yield from perm[:left]
+            left -= len(perm)
+            if n == 0:
+                return
 
     def __len__(self) -> int:
         return self.num_samples

@@ -1,0 +1,82 @@
+"""RMSprop (torch's algorithm, in NumPy: elementwise and memory-bound)."""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+import numpy as np
+
+from ..autograd import bump_version, no_grad
+from ..tensor import Tensor
+from .optimizer import Optimizer, _inplace_ready
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    """g = grad (+ weight_decay * p); v = alpha * v + (1 - alpha) * g²;
+    centered: a = alpha * a + (1 - alpha) * g, denom = sqrt(v - a²) + eps,
+    else denom = sqrt(v) + eps; with momentum: b = momentum * b + g / denom,
+    p -= lr * b; without: p -= lr * g / denom.  State: ``step``,
+    ``square_avg``, ``momentum_buffer`` (momentum > 0), ``grad_avg`` (centered)."""
+
+    def __init__(self, params: Iterable, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False, capturable: bool = False,
+                 foreach=None, maximize: bool = False, differentiable: bool = False) -> None:
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= momentum:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= alpha:
+            raise ValueError(f"Invalid alpha value: {alpha}")
+        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                        weight_decay=weight_decay, capturable=capturable, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def step(self, closure: Optional[Callable] = None):
+        loss = self._evaluate(closure)
+        with no_grad():
+            for group in self.param_groups:
+                lr, alpha, eps = float(group["lr"]), float(group["alpha"]), float(group["eps"])
+                wd, momentum = float(group["weight_decay"]), float(group["momentum"])
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    param = _inplace_ready(p)
+                    grad = self._grad_array(p)
+                    if group["maximize"]:
+                        grad = -grad
+                    state = self.state[p]
+                    if len(state) == 0:
+                        state["step"] = Tensor._wrap(np.asarray(0.0, np.float32))
+                        state["square_avg"] = Tensor._wrap(np.zeros_like(param, order="C"))
+                        if momentum > 0:
+                            state["momentum_buffer"] = Tensor._wrap(np.zeros_like(param, order="C"))
+                        if group["centered"]:
+                            state["grad_avg"] = Tensor._wrap(np.zeros_like(param, order="C"))
+                    state["step"]._data = np.asarray(state["step"]._data + 1, np.float32)
+                    if wd != 0:
+                        grad = grad + wd * param
+                    sq = _inplace_ready(state["square_avg"])
+                    sq *= alpha
+                    sq += (1 - alpha) * grad * grad
+                    if group["centered"]:
+                        ga = _inplace_ready(state["grad_avg"])
+                        ga *= alpha
+                        ga += (1 - alpha) * grad
+                        avg = np.sqrt(sq - ga * ga) + eps
+                    else:
+                        avg = np.sqrt(sq) + eps
+                    if momentum > 0:
+                        buf = _inplace_ready(state["momentum_buffer"])
+                        buf *= momentum
+                        buf += grad / avg
+                        param -= (lr * buf).astype(param.dtype, copy=False)
+                    else:
+                        param -= (lr * grad / avg).astype(param.dtype, copy=False)
+                    bump_version(p)  # an in-place update, as torch's: graphs that saved p go stale
+        return loss

@@ -1,0 +1,82 @@
+"""Settings and entry points that CPU scripts execute even though they
+concern GPUs, compilers or clusters: ``torch.backends`` flags,
+``torch.compile`` (returns its argument), default-device calls,
+``set_printoptions``, and ``bfloat16`` (a name
+only: tensors of it are refused, NumPy has no such type)."""
+from __future__ import annotations
+
+import types
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .tensor import device
+
+__all__ = ["compile", "set_default_device", "get_default_device", "set_printoptions",
+           "backends"]
+
+
+def compile(model: Optional[Callable] = None, *, fullgraph: bool = False, dynamic: Optional[bool] = None,
+            backend: Any = "inductor", mode: Optional[str] = None, options: Optional[dict] = None,
+            disable: bool = False) -> Any:
+    """``torch.compile``: there is no compiler here, so the model (or
+    function) is returned unchanged; its results are those torch's
+    compiled model computes.  Used as ``@compile(...)`` it returns an
+    identity decorator."""
+    if model is None:
+        return lambda fn: fn
+    if not callable(model):
+        raise RuntimeError(f"torch.compile: model must be callable, got {type(model).__name__}")
+    return model
+
+
+def set_default_device(dev: Any) -> None:
+    """Only the CPU exists: ``"cpu"`` / ``None`` are accepted, anything else
+    is the error ``device(...)`` raises."""
+    if dev is not None:
+        device(dev)
+
+
+def get_default_device() -> device:
+    return device("cpu")
+
+
+def set_printoptions(precision: Optional[int] = None, threshold: Optional[int] = None,
+                     edgeitems: Optional[int] = None, linewidth: Optional[int] = None,
+                     profile: Optional[str] = None, sci_mode: Optional[bool] = None) -> None:
+    """How tensors print (NumPy's print options underneath; ``profile`` is
+    "default", "short" or "full" as in torch)."""
+    opts: dict = {}
+    if profile is not None:
+        presets = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+                   "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+                   "full": dict(precision=4, threshold=np.iinfo(np.int64).max, edgeitems=3, linewidth=80)}
+        if profile not in presets:
+            raise ValueError(f"set_printoptions: unknown profile {profile!r}")
+        opts.update(presets[profile])
+    for k, v in dict(precision=precision, threshold=threshold, edgeitems=edgeitems, linewidth=linewidth).items():
+        if v is not None:
+            opts[k] = v
+    if sci_mode is not None:
+        opts["suppress"] = not sci_mode
+    np.set_printoptions(**opts)
+
+
+class _Flags(types.SimpleNamespace):
+    """A settings namespace whose flags can be read and set (no effect on a CPU build)."""
+
+
+def _is_available() -> bool:
+    return False
+
+
+backends = types.ModuleType("ctransformer.backends")
+backends.__doc__ = ("torch.backends: cudnn / cuda / mps flags are settable and have no effect on the CPU "
+                    "(cudnn.is_available() and mps.is_available() are False).")
+backends.cudnn = _Flags(enabled=True, deterministic=False, benchmark=False, allow_tf32=True,
+                        is_available=_is_available, version=lambda: None)
+backends.cuda = _Flags(matmul=_Flags(allow_tf32=False, allow_fp16_reduced_precision_reduction=True,
+                                     allow_bf16_reduced_precision_reduction=True), is_built=_is_available)
+backends.mps = _Flags(is_available=_is_available, is_built=_is_available)
+backends.mkldnn = _Flags(enabled=True, is_available=_is_available)
+backends.opt_einsum = _Flags(enabled=False, is_available=_is_available)
