@@ -32,7 +32,8 @@ from ctransformer.models import TranslationTransformer
 from ctransformer.tokenizers import CharTokenizer, WordTokenizer
 
 PAD, SOS, EOS = 0, 1, 2
-CHECKPOINT = "checkpoint.npz"
+CHECKPOINT = "checkpoint.pt"          # PyTorch's format: torch.load(path, weights_only=True) reads it
+LEGACY_CHECKPOINT = "checkpoint.npz"   # what earlier versions wrote: converted once, on the next run
 HEATMAP = "attention.png"
 N_VALID = 200
 N_SAMPLES = 6
@@ -302,6 +303,17 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return INTERRUPTED
 
 
+def _convert_legacy_checkpoint(output_dir: str, ckpt_path: str) -> None:
+    """An earlier version's checkpoint.npz, and no checkpoint.pt yet: rewrite
+    it once in PyTorch's format (atomically), remove the old file, say so."""
+    legacy = os.path.join(output_dir, LEGACY_CHECKPOINT)
+    if os.path.exists(ckpt_path) or not os.path.exists(legacy):
+        return
+    ct.save(ct.load(legacy), ckpt_path)
+    os.remove(legacy)
+    print(f"converted {legacy} (an earlier version's format) to {ckpt_path}, PyTorch's checkpoint format")
+
+
 def _run(args, parser, status: _Status) -> int:
     check_args(args, parser)
     if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
@@ -313,6 +325,8 @@ def _run(args, parser, status: _Status) -> int:
     started = time.time()
 
     state = None
+    if not args.fresh:
+        _convert_legacy_checkpoint(args.output_dir, ckpt_path)
     if os.path.exists(ckpt_path) and not args.fresh:
         try:
             state = ct.load(ckpt_path)

@@ -46,7 +46,7 @@ def test_demo_trains_saves_continues_and_reports_a_finished_run(tmp_path):
     assert "epoch  1: train loss" in first.stdout
     assert "held-out test: exact match" in first.stdout and "BLEU" in first.stdout
     assert "greedy" in first.stdout and "beam (k=4)" in first.stdout
-    assert (out / "checkpoint.npz").stat().st_size > 0
+    assert (out / "checkpoint.pt").stat().st_size > 0
     assert (out / "attention.png").read_bytes().startswith(b"\x89PNG")
     assert "\r" not in first.stdout + first.stderr  # no progress bar into a pipe
     assert first.stderr == ""
@@ -80,7 +80,7 @@ def test_demo_trains_saves_continues_and_reports_a_finished_run(tmp_path):
                   "--output-dir", str(out), "--epochs", "1", "--fresh"], tmp_path)
     assert fresh.returncode == 0, fresh.stderr
     assert "epoch  1: train loss" in fresh.stdout and "resumed" not in fresh.stdout
-    assert ctransformer.load(str(out / "checkpoint.npz"))["config"]["d_model"] == 16
+    assert ctransformer.load(str(out / "checkpoint.pt"))["config"]["d_model"] == 16
 
 
 def test_help_names_the_program_as_invoked(tmp_path):
@@ -207,9 +207,9 @@ def test_ctrl_c_during_training_keeps_the_last_finished_epoch(tmp_path):
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines() == [
-        f"interrupted: {out / 'checkpoint.npz'} holds epoch 1; the same command continues from there"]
-    assert sorted(os.listdir(out)) == ["checkpoint.npz"]
-    assert int(ctransformer.load(str(out / "checkpoint.npz"))["epoch"]) == 1
+        f"interrupted: {out / 'checkpoint.pt'} holds epoch 1; the same command continues from there"]
+    assert sorted(os.listdir(out)) == ["checkpoint.pt"]
+    assert int(ctransformer.load(str(out / "checkpoint.pt"))["epoch"]) == 1
 
 
 def test_progress_bar_only_on_a_terminal(monkeypatch):
@@ -278,3 +278,28 @@ def test_translate_handles_empty_and_unknown_input():
     assert translate(model, src_tok, tgt_tok, []) == []
     beam = translate(model, src_tok, tgt_tok, ["", "我爱猫。"], beam_size=2, max_len=5)
     assert beam[0] == "" and isinstance(beam[1], str)
+
+
+def test_an_earlier_versions_checkpoint_is_converted_once(tmp_path, capsys):
+    """checkpoint.npz (the format before PyTorch's) beside no checkpoint.pt:
+    rewritten once in PyTorch's format, the old file removed, said in one line."""
+    import shutil
+    import zipfile
+
+    import numpy as np
+
+    legacy = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "legacy_npz_checkpoint.pt")
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copy(legacy, out / demo.LEGACY_CHECKPOINT)
+    before = ctransformer.load(str(out / demo.LEGACY_CHECKPOINT))
+    demo._convert_legacy_checkpoint(str(out), str(out / demo.CHECKPOINT))
+    assert sorted(os.listdir(out)) == [demo.CHECKPOINT]
+    assert "converted" in capsys.readouterr().out
+    with zipfile.ZipFile(out / demo.CHECKPOINT) as zf:
+        assert any(name.endswith("/data.pkl") for name in zf.namelist())
+    after = ctransformer.load(str(out / demo.CHECKPOINT))
+    assert after["epoch"] == before["epoch"]
+    np.testing.assert_array_equal(after["model"]["weight"].numpy(), before["model"]["weight"].numpy())
+    demo._convert_legacy_checkpoint(str(out), str(out / demo.CHECKPOINT))  # nothing left to convert
+    assert sorted(os.listdir(out)) == [demo.CHECKPOINT]
