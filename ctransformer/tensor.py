@@ -14,6 +14,7 @@ category (``float32 tensor * float64 0-d tensor`` is float32).
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -218,6 +219,17 @@ def _float_of(a: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- the Tensor
+
+def _deprecated_alpha_first(other, alpha, name: str):
+    """torch still accepts the old ``add_(Number alpha, Tensor other)`` order
+    (older tutorials' ``p.data.add_(-lr, p.grad.data)``), with a warning."""
+    if isinstance(alpha, Tensor) and isinstance(other, numbers.Number) and not isinstance(other, bool):
+        warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\n"
+                      f"Consider using one of the following signatures instead:\n"
+                      f"\t{name}(Tensor other, *, Number alpha = 1)", UserWarning, stacklevel=3)
+        return alpha, other
+    return other, alpha
+
 class Tensor:
     """An n-dimensional array with autograd (torch.Tensor's API, CPU only).
 
@@ -625,9 +637,11 @@ class Tensor:
     # __add__, __radd__, __sub__, ..., __rpow__ and their aliases (mul, div,
     # pow, ...) are the fast functions made by _make_arith, set below the class.
     def add(self, other, alpha=1):
+        other, alpha = _deprecated_alpha_first(other, alpha, "add")
         return _arith(self, other if alpha == 1 else other * alpha, _ADD)
 
     def sub(self, other, alpha=1):
+        other, alpha = _deprecated_alpha_first(other, alpha, "sub")
         return _arith(self, other if alpha == 1 else other * alpha, _SUB)
 
     subtract = sub
@@ -724,9 +738,11 @@ class Tensor:
         return self._inplace_arith(other, _DIV, "div_")
 
     def add_(self, other, alpha=1):
+        other, alpha = _deprecated_alpha_first(other, alpha, "add_")
         return self._inplace_arith(other if alpha == 1 else other * alpha, _ADD, "add_")
 
     def sub_(self, other, alpha=1):
+        other, alpha = _deprecated_alpha_first(other, alpha, "sub_")
         return self._inplace_arith(other if alpha == 1 else other * alpha, _SUB, "sub_")
 
     def mul_(self, other):

@@ -3,6 +3,7 @@ not the models, stopped on missing names): parity with torch (live or
 golden fixtures), float64 gradchecks, bad inputs, and the CPU-only
 behaviour of the GPU / cluster names."""
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -167,3 +168,26 @@ def test_random_sampler_draws_lazily():
     assert len(long) == 7 and sorted(long[:3]) == [0, 1, 2] and sorted(long[3:6]) == [0, 1, 2]
     with pytest.raises(ValueError, match="num_samples should be a non-negative integer"):
         ct.utils.data.RandomSampler(range(3), num_samples=-1)
+
+
+def test_deprecated_alpha_first_add_like_torch(torch_ref):
+    """Older tutorials update parameters with ``p.data.add_(-lr, p.grad.data)``:
+    torch still accepts (Number alpha, Tensor other), with a warning."""
+    g = np.array([1.0, -2.0, 0.5], dtype=np.float32)
+
+    def torch_side(torch):
+        p = torch.zeros(3)
+        p.add_(-0.5, torch.tensor(g))
+        q = torch.ones(3).sub(2, torch.tensor(g))
+        return dict(p=p, q=q)
+
+    ref = torch_ref(torch_side, inputs=dict(g=g))
+    p = ct.zeros(3)
+    with pytest.warns(UserWarning, match=r"This overload of add_ is deprecated"):
+        p.add_(-0.5, ct.tensor(g))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = ct.ones(3).sub(2, ct.tensor(g))
+    np.testing.assert_array_equal(p.numpy(), ref["p"])
+    np.testing.assert_array_equal(q.numpy(), ref["q"])
+    np.testing.assert_array_equal(ct.zeros(3).add(ct.tensor(g), alpha=2).numpy(), 2 * g)  # the current form
