@@ -2426,6 +2426,10 @@ def multinomial(probs: Tensor, num_samples: int, replacement: bool = False, gene
     rows = p.reshape(-1, p.shape[-1])
     g = _gen(generator)
     out = np.empty((rows.shape[0], num_samples), np.int64)
+    if not np.all(np.isfinite(rows)) or np.any(rows < 0):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if np.any(rows.sum(axis=1) <= 0):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     for i, r in enumerate(rows):
         r = r / r.sum()
         out[i] = g.numpy.choice(len(r), size=num_samples, replace=replacement, p=r)
@@ -2433,7 +2437,7 @@ def multinomial(probs: Tensor, num_samples: int, replacement: bool = False, gene
 
 
 __all__ = [_n for _n, _v in list(globals().items())
-           if not _n.startswith("_") and _n not in ("annotations", "np", "numbers", "K", "Any", "List",
+           if not _n.startswith("_") and _n not in ("annotations", "np", "numbers", "warnings", "K", "Any", "List",
                                                     "Optional", "Sequence", "Tuple", "Union", "Node",
                                                     "apply_op", "edge_of", "is_grad_enabled", "no_grad",
                                                     "run_backward", "bump_version", "saved_versions",

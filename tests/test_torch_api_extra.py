@@ -191,3 +191,13 @@ def test_deprecated_alpha_first_add_like_torch(torch_ref):
     np.testing.assert_array_equal(p.numpy(), ref["p"])
     np.testing.assert_array_equal(q.numpy(), ref["q"])
     np.testing.assert_array_equal(ct.zeros(3).add(ct.tensor(g), alpha=2).numpy(), 2 * g)  # the current form
+
+
+def test_multinomial_refuses_invalid_distributions_like_torch():
+    with pytest.raises(RuntimeError, match=r"invalid multinomial distribution \(sum of probabilities <= 0\)"):
+        ct.multinomial(ct.zeros(2, 3), 1)
+    with pytest.raises(RuntimeError, match="probability tensor contains either `inf`, `nan` or element < 0"):
+        ct.multinomial(ct.tensor([0.5, -0.1, 0.6]), 1)
+    with pytest.raises(RuntimeError, match="probability tensor contains either"):
+        ct.multinomial(ct.tensor([0.5, float("nan")]), 1)
+    assert ct.multinomial(ct.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist() == [1, 1]
