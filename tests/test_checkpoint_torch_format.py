@@ -13,6 +13,7 @@
 """
 import io
 import os
+import shutil
 import pickle
 import struct
 import subprocess
@@ -349,7 +350,7 @@ def test_every_flipped_byte_in_a_storage_is_caught():
 # ---------------------------------------------------------------- files on disk
 def test_legacy_npz_checkpoint_still_loads_and_migrates(tmp_path):
     path = tmp_path / "old.pt"
-    path.write_bytes(open(os.path.join(FIXTURES, "legacy_npz_checkpoint.pt"), "rb").read())
+    shutil.copy(os.path.join(FIXTURES, "legacy_npz_checkpoint.pt"), path)
     back = ct.load(path)
     assert back["epoch"] == 4 and back["vocab"] == ["<pad>", "a"]
     assert isinstance(back["w"], nn.Parameter)
