@@ -1,6 +1,6 @@
 """The PyTorch coverage table: generated, current, and honest.
 
-* docs/torch_coverage.md is what tools/make_torch_coverage.py writes now;
+* docs/torch_coverage.md is what tests/make_torch_coverage.py writes now;
 * every name the issue about real programs listed, and every name in the
   table's tutorial lists, is supported;
 * every torch name we lack raises AttributeError saying so, with the
@@ -53,11 +53,11 @@ def test_committed_table_is_current():
     with open(os.path.join(ROOT, "docs", "torch_coverage.md"), encoding="utf-8") as f:
         committed = f.read()
     assert committed == _coverage.render_markdown(), \
-        "docs/torch_coverage.md is stale: run `python tools/make_torch_coverage.py`"
+        "docs/torch_coverage.md is stale: run `python tests/make_torch_coverage.py`"
 
 
 def test_generator_script_runs(tmp_path):
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_torch_coverage.py"), "--help"],
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "make_torch_coverage.py"), "--help"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "docs/torch_coverage.md" in out.stdout
 

@@ -1,7 +1,7 @@
 """Write docs/torch_coverage.md: which of torch's public names ctransformer has.
 
-    python tools/make_torch_coverage.py                 # regenerate the table (no torch needed)
-    python tools/make_torch_coverage.py --record-names  # with torch installed: refresh the name snapshot
+    python tests/make_torch_coverage.py                 # regenerate the table (no torch needed)
+    python tests/make_torch_coverage.py --record-names  # with torch installed: refresh the name snapshot
                                                         # ctransformer/torch_public_names.json first
 
 The snapshot lists torch's public names in the namespaces ctransformer
