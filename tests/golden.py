@@ -225,6 +225,22 @@ def torch_reference(torch_side: Callable[[Any], Any], inputs: Optional[Dict[str,
     return current(torch_side, inputs)
 
 
+# ---- helpers for torch sides that return many tensors ------------------------
+
+def packed(torch, tensors):
+    """Tensors as one flat tensor: a fixture stores one array instead of many
+    small ones (each .npz entry costs ~280 bytes of headers)."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def unpack(flat, shapes):
+    """The arrays ``packed`` joined, given their shapes (ours, which must match torch's)."""
+    shapes = [tuple(s) for s in shapes]
+    sizes = [int(np.prod(s)) for s in shapes]
+    assert flat.size == sum(sizes), f"torch's values hold {flat.size} numbers, ours {sum(sizes)} ({shapes})"
+    return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
+
+
 def write_recorded() -> list:
     """Merge this run's recordings into tests/golden/*.npz (entries of the
     tests that ran replace their old ones); returns the files written."""

@@ -12,6 +12,7 @@ import ctransformer as ct
 import ctransformer.nn as nn
 import ctransformer.nn.functional as F
 from conftest import F32
+from golden import packed, unpack
 
 F64 = dict(rtol=1e-9, atol=1e-11)
 
@@ -27,19 +28,6 @@ def ours(a, grad=True):
 def theirs(torch, a, grad=True):
     t = torch.tensor(np.array(a))
     return t.requires_grad_() if grad and t.is_floating_point() else t
-
-
-def packed(torch, tensors):
-    """Tensors as one flat tensor: a fixture stores one array instead of many small ones."""
-    return torch.cat([t.detach().reshape(-1) for t in tensors])
-
-
-def unpack(flat, shapes):
-    """The arrays ``packed`` joined, given their shapes (ours, which must match torch's)."""
-    shapes = [tuple(s) for s in shapes]
-    sizes = [int(np.prod(s)) for s in shapes]
-    assert flat.size == sum(sizes), f"torch's values hold {flat.size} numbers, ours {sum(sizes)} ({shapes})"
-    return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
 
 
 def initial_weights(module, dtype, seed=0):

@@ -14,6 +14,7 @@ import pytest
 import ctransformer as ct
 import ctransformer.nn as nn
 from conftest import F32
+from golden import packed, unpack
 
 D, H, FF = 8, 2, 16
 F64 = dict(rtol=1e-9, atol=1e-11)
@@ -21,19 +22,6 @@ F64 = dict(rtol=1e-9, atol=1e-11)
 
 def tol(dtype):
     return F32 if dtype == np.float32 else F64
-
-
-def packed(torch, tensors):
-    """Tensors as one flat tensor: a fixture stores one array instead of many small ones."""
-    return torch.cat([t.detach().reshape(-1) for t in tensors])
-
-
-def unpack(flat, shapes):
-    """The arrays ``packed`` joined, given their shapes (ours, which must match torch's)."""
-    shapes = [tuple(s) for s in shapes]
-    sizes = [int(np.prod(s)) for s in shapes]
-    assert flat.size == sum(sizes), f"torch's values hold {flat.size} numbers, ours {sum(sizes)} ({shapes})"
-    return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
 
 
 def initial_weights(module, dtype, seed=0):

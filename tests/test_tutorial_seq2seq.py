@@ -14,6 +14,7 @@ tests/golden.py)."""
 import random
 
 import numpy as np
+from golden import packed, unpack
 
 TUTORIAL_CODE = '''
 import random
@@ -229,19 +230,6 @@ def load(use_torch: bool) -> dict:
     namespace = {"__name__": "tutorial_seq2seq_torch" if use_torch else "tutorial_seq2seq"}
     exec(compile(code, namespace["__name__"], "exec"), namespace)
     return namespace
-
-
-def packed(torch, tensors):
-    """Tensors as one flat tensor: a fixture stores one array instead of many small ones."""
-    return torch.cat([t.detach().reshape(-1) for t in tensors])
-
-
-def unpack(flat, shapes):
-    """The arrays ``packed`` joined, given their shapes (ours, which must match torch's)."""
-    shapes = [tuple(s) for s in shapes]
-    sizes = [int(np.prod(s)) for s in shapes]
-    assert flat.size == sum(sizes), f"torch's values hold {flat.size} numbers, ours {sum(sizes)} ({shapes})"
-    return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
 
 
 def torch_state(torch, model):

@@ -33,6 +33,7 @@ import pytest
 import ctransformer
 import ctransformer.nn
 import ctransformer.nn.functional
+from golden import packed, unpack
 
 TOL = dict(rtol=2e-4, atol=2e-5)
 
@@ -570,19 +571,6 @@ def randomise(torch, tm, seed):
         for p in tm.parameters():
             if p.dim() == 1:
                 p.add_(torch.randn(p.shape, generator=g) * 0.2)
-
-
-def packed(torch, tensors):
-    """Tensors as one flat tensor: a fixture stores one array instead of many small ones."""
-    return torch.cat([t.detach().reshape(-1) for t in tensors])
-
-
-def unpack(flat, shapes):
-    """The arrays ``packed`` joined, given their shapes (ours, which must match torch's)."""
-    shapes = [tuple(s) for s in shapes]
-    sizes = [int(np.prod(s)) for s in shapes]
-    assert flat.size == sum(sizes), f"torch's values hold {flat.size} numbers, ours {sum(sizes)} ({shapes})"
-    return [part.reshape(s) for part, s in zip(np.split(flat, np.cumsum(sizes)[:-1]), shapes)]
 
 
 def layout(state_dict):
