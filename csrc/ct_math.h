@@ -31,17 +31,14 @@
  * branch, see ct_select_f32).  Check with `gcc -O3 -fopt-info-vec-optimized`
  * that the loop says "loop vectorized" (32-byte vectors in the AVX2 clone).
  *
- * Accuracy, max error in ulp of the result's dtype against a float64
- * (mpmath for float64) reference over dense sweeps incl. subnormals
- * (measured; tests/test_ct_math.py asserts the bounds through the kernels):
- *     ct_expf 0.94 (subnormal results rounded once)   ct_exp     1.0
- *     ct_tanhf 1.3                                     ct_tanh    1.0
- *     ct_sigmoidf 2.3 (also in the far tails)          ct_sigmoid 2.0
- *     ct_erff 1.1               float64 erf stays libm's (accuracy first)
- * A correctly rounded result scores <= 0.5 on this scale.
- * Edge cases: exp(-inf) = 0, exp(+inf) = +inf, overflow -> +inf, underflow
- * -> 0, tanh(+-inf) = +-1, tanh(-0) = -0, sigmoid(-inf) = 0,
- * sigmoid(+inf) = 1, erf(+-inf) = +-1, NaN -> NaN everywhere. */
+ * This header is the one home of these functions in csrc/: no kernel file
+ * defines its own exp, tanh, sigmoid, erf, GELU or lane-split sum.
+ *
+ * Accuracy contracts: written above each function, as the max error in ulp
+ * of the result's dtype against a float64 (mpmath for float64) reference
+ * over dense sweeps incl. subnormals (measured; tests/test_ct_math.py and
+ * tests/test_one_home.py assert them through the kernels).  A correctly
+ * rounded result scores <= 0.5 on this scale.  NaN -> NaN everywhere. */
 #ifndef CT_MATH_H
 #define CT_MATH_H
 
@@ -80,7 +77,10 @@ static inline double ct_select_f64(int cond, double a, double b)
  * multiply then rounds once, or overflows to inf, as it should).  x is
  * clamped first so k stays in range; out-of-range x is fixed by a final
  * select.  NaN passes the clamps (comparisons with NaN are false) and
- * propagates through the arithmetic. */
+ * propagates through the arithmetic.
+ * Contract: ct_expf <= 0.94 ulp (subnormal results rounded once), ct_exp
+ * <= 1.0 ulp; exp(-inf) = 0 exactly, exp(+inf) = +inf, overflow -> +inf,
+ * underflow -> 0 (never a clamped tiny value), exp(NaN) = NaN. */
 
 #define CT_EXPF_BIG 89.0f      /* > ln(FLT_MAX) = 88.72: result +inf */
 #define CT_EXPF_SMALL -104.0f  /* < ln(2^-150) = -103.97: result 0 */
@@ -163,7 +163,9 @@ static inline double ct_exp(double x)
  * otherwise tanh|x| = 1 - 2 / (exp(2|x|) + 1) >= 0.55 (mild cancellation),
  * and exp overflowing to inf gives exactly 1.  Both are computed and one is
  * selected, for |x|; the sign is copied from x at the end (tanh(-0) = -0).  Coefficients:
- * Cephes tanhf / tanh (Stephen L. Moshier). */
+ * Cephes tanhf / tanh (Stephen L. Moshier).
+ * Contract: ct_tanhf <= 1.3 ulp, ct_tanh <= 1.0 ulp (relative, also near 0);
+ * tanh(+-inf) = +-1 exactly, tanh(-0) = -0, tanh(NaN) = NaN. */
 static inline float ct_tanhf(float x)
 {
     float ax = fabsf(x);
@@ -193,7 +195,9 @@ static inline double ct_tanh(double x)
  * With e = exp(-|x|) in (0, 1]:  sigmoid(x) = 1 / (1 + e) for x >= 0 and
  * e / (1 + e) for x < 0.  No overflow, no cancellation, and the negative
  * tail keeps full relative accuracy down to subnormals (sigmoid(-100) is
- * 3.7e-44, not 0); sigmoid(-inf) = 0, sigmoid(+inf) = 1. */
+ * 3.7e-44, not 0).
+ * Contract: ct_sigmoidf <= 2.3 ulp (also in the far tails), ct_sigmoid
+ * <= 2.0 ulp; sigmoid(-inf) = 0, sigmoid(+inf) = 1 exactly, NaN -> NaN. */
 static inline float ct_sigmoidf(float x)
 {
     float e = ct_expf(-fabsf(x));
@@ -212,7 +216,9 @@ static inline double ct_sigmoid(double x)
  * |x| > 3.95 rounds to 1 (erfc(3.95) < 2^-26).  P (degree 6) and Q (degree
  * 7) are our own weighted least-squares / minimax fits in float64 to
  * mpmath's erf (relative error of erf for P; absolute error of erfc for Q),
- * about 1 ulp each in float32 arithmetic.  Float64 uses libm's erf. */
+ * about 1 ulp each in float32 arithmetic.  Float64 uses libm's erf
+ * (accuracy first; VERF picks it).
+ * Contract: ct_erff <= 1.1 ulp; erf(+-inf) = +-1, erf(-0) = -0, NaN -> NaN. */
 static inline float ct_erff(float x)
 {
     float ax = fabsf(x);

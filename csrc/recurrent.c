@@ -26,82 +26,11 @@
 #include "parallel.h"
 #include "recurrent.h"
 
-/* The gate loops below select with comparisons (exp's clamp, relu).  Under
- * the default -ftrapping-math GCC keeps such selects as branches, which stops
- * vectorisation; no-trapping-math only lets it ignore floating-point
- * exception flags (nothing here reads them): values are unchanged.  Every
- * function up to the pop shares the option, so they still inline. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("no-trapping-math")
-#endif
+#include "ct_math.h"
 
-/* ---------------------------------------------------------------------------
- * exp, sigmoid and tanh without libm calls, so the gate loops vectorise
- * (glibc's tanhf alone was a fifth of an LSTM step).  exp(x) = 2^n e^r with
- * n = round(x / ln 2) and |r| <= ln(2) / 2; e^r is a polynomial (float: Cephes'
- * expf, ~1 ulp; double: Taylor to r^13, < 1e-16 relative); 2^n is built in the
- * exponent bits.  x is clamped so 2^n stays a normal number: exp(-inf) gives
- * ~1e-38 (float) / ~3e-308 (double) instead of 0, exp(+inf) the largest
- * power of two instead of inf; NaN fails both comparisons and stays NaN. */
-#if CT_DTYPE_IS_F32
-static inline real FN(fast_exp)(real x)
-{
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    /* adding 1.5 * 2^23 rounds x / ln2 to an integer held in the low mantissa bits */
-    float t = x * 1.44269504088896341f + 12582912.0f;
-    float n = t - 12582912.0f;
-    float r = (x - n * 0.693359375f) + n * 2.12194440e-4f; /* Cody-Waite: ln2 = C1 - C2 */
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    uint32_t bits; /* unsigned: for NaN the shift would overflow an int */
-    memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4B400000u + 127u) << 23; /* 2^n */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-#else
-static inline real FN(fast_exp)(real x)
-{
-    x = x < -708.0 ? -708.0 : x;
-    x = x > 709.0 ? 709.0 : x;
-    double t = x * 1.4426950408889634074 + 6755399441055744.0;
-    double n = t - 6755399441055744.0;
-    double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
-    double p = 1.0 / 6227020800.0; /* 1/13! ... 1/2!, Horner */
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r * r + r + 1.0;
-    uint64_t bits; /* unsigned: for NaN the shift would overflow */
-    memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4338000000000000ULL + 1023u) << 52; /* 2^n */
-    double scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-#endif
-
-static inline real FN(sigmoid)(real a) { return (real)1 / ((real)1 + FN(fast_exp)(-a)); }
-
-/* tanh(a) = 1 - 2 / (e^{2a} + 1): absolute error ~1 ulp of 1 (the relative
- * error grows as a -> 0, where the value itself is tiny). */
-static inline real FN(tanh)(real a) { return (real)1 - (real)2 / (FN(fast_exp)(2 * a) + (real)1); }
+/* The gate functions are ct_math.h's branch-free VSIGMOID and VTANH (exact
+ * limits: sigmoid(-inf) = 0, tanh(+-inf) = +-1), and the relu selects are
+ * VSELECTs, so the gate loops vectorise. */
 
 /* ---------------------------------------------------------------------------
  * Gate maths of one row (one sequence, one step).  Shared by the sequence
@@ -118,31 +47,31 @@ static CT_VECTOR_CLONES void FN(row_forward)(int mode, ct_int H, real *restrict 
 {
     switch (mode) {
     case CT_RNN_TANH:
-        for (ct_int k = 0; k < H; k++) h_new[k] = xg[k] = FN(tanh)(xg[k] + hp[k]);
+        for (ct_int k = 0; k < H; k++) h_new[k] = xg[k] = VTANH(xg[k] + hp[k]);
         break;
     case CT_RNN_RELU:
         for (ct_int k = 0; k < H; k++) {
             real a = xg[k] + hp[k];
-            h_new[k] = xg[k] = a < 0 ? 0 : a; /* NaN stays NaN */
+            h_new[k] = xg[k] = VSELECT(a < 0, (real)0, a); /* NaN stays NaN */
         }
         break;
     case CT_LSTM:
         for (ct_int k = 0; k < H; k++) {
-            real i = FN(sigmoid)(xg[k] + hp[k]);
-            real f = FN(sigmoid)(xg[H + k] + hp[H + k]);
-            real g = FN(tanh)(xg[2 * H + k] + hp[2 * H + k]);
-            real o = FN(sigmoid)(xg[3 * H + k] + hp[3 * H + k]);
+            real i = VSIGMOID(xg[k] + hp[k]);
+            real f = VSIGMOID(xg[H + k] + hp[H + k]);
+            real g = VTANH(xg[2 * H + k] + hp[2 * H + k]);
+            real o = VSIGMOID(xg[3 * H + k] + hp[3 * H + k]);
             c_new[k] = f * c[k] + i * g;
-            h_new[k] = o * FN(tanh)(c_new[k]);
+            h_new[k] = o * VTANH(c_new[k]);
             xg[k] = i, xg[H + k] = f, xg[2 * H + k] = g, xg[3 * H + k] = o;
         }
         break;
     default: /* CT_GRU */
         for (ct_int k = 0; k < H; k++) {
-            real r = FN(sigmoid)(xg[k] + hp[k]);
-            real z = FN(sigmoid)(xg[H + k] + hp[H + k]);
+            real r = VSIGMOID(xg[k] + hp[k]);
+            real z = VSIGMOID(xg[H + k] + hp[H + k]);
             real pn = hp[2 * H + k];
-            real n = FN(tanh)(xg[2 * H + k] + r * pn);
+            real n = VTANH(xg[2 * H + k] + r * pn);
             h_new[k] = (1 - z) * n + z * h[k];
             xg[k] = r, xg[H + k] = z, xg[2 * H + k] = n, xg[3 * H + k] = pn;
         }
@@ -174,14 +103,14 @@ static CT_VECTOR_CLONES void FN(row_backward)(int mode, ct_int H, const real *re
         break;
     case CT_RNN_RELU: /* relu' = [h' > 0] */
         for (ct_int k = 0; k < H; k++) {
-            dgi[k] = h_new[k] <= 0 ? 0 : dh[k];
+            dgi[k] = VSELECT(h_new[k] <= 0, (real)0, dh[k]);
             dh[k] = 0;
         }
         break;
     case CT_LSTM:
         for (ct_int k = 0; k < H; k++) {
             real i = gates[k], f = gates[H + k], g = gates[2 * H + k], o = gates[3 * H + k];
-            real tc = FN(tanh)(c_new[k]);
+            real tc = VTANH(c_new[k]);
             /* total dL/dc' = through h' = o tanh(c') plus from the next step */
             real dct = dc[k] + dh[k] * o * (1 - tc * tc);
             dgi[k] = dct * g * i * (1 - i);
@@ -206,9 +135,6 @@ static CT_VECTOR_CLONES void FN(row_backward)(int mode, ct_int H, const real *re
     }
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
 
 /* ---------------------------------------------------------------------------
  * Thread policy.  OpenBLAS splits any GEMM above a small size over all its
