@@ -16,9 +16,11 @@
 #include "attention.h"
 #include "fused.h"
 #include "linear.h"
+#include "softmax.h"
 #define CT_TEMPLATE_FILE "attention.c"
 #include "ct_template.h"
 #else
+#include "ct_math.h"
 
 /* C (M, N) = alpha op(A) op(B) + beta C, row-major with leading dimensions;
  * empty products are handled here (BLAS rejects zero leading dimensions). */
@@ -62,65 +64,6 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
         for (ct_int j = i + 1; j < Tk; j++) row[j] = -INFINITY;
 }
 
-#if CT_DTYPE_IS_F32 && !defined(CT_ATTENTION_EXPF)
-#define CT_ATTENTION_EXPF
-/* e^x for the softmax arguments x = s - max <= 0, written so the loop over a
- * row vectorises: x = k ln2 + r with |r| <= ln2 / 2 (k rounded with the
- * 1.5 * 2^23 trick, ln2 split in two for an exact k ln2), e^r by its Taylor
- * polynomial to r^6 (relative error < 2e-7, about 1 ulp), 2^k written into the
- * exponent bits.  x < -87 (e^x < 1.7e-38, and -inf) gives 0; NaN gives NaN. */
-static inline float ct_exp_nonpositive(float x)
-{
-    float xc = x < -87.0f ? -87.0f : x;
-    float t = xc * 1.44269504f + 12582912.0f;
-    float k = t - 12582912.0f;
-    float r = (xc - k * 0.693145752f) - k * 1.42860677e-06f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.66666672e-01f + r * (4.16666679e-02f +
-                     r * (8.33333377e-03f + r * 1.38888892e-03f)))));
-    /* 2^k from the low mantissa bits of t = k + 1.5 * 2^23, unsigned (no
-     * float -> int conversion, undefined for NaN; no signed shift) */
-    uint32_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4B400000u + 127u) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    float e = p * scale;
-    return x < -87.0f ? 0.0f : e;
-}
-#endif
-
-/* row[j] <- e^(row[j] - max) (float: the vectorised ct_exp_nonpositive;
- * double: the C library's exp). */
-static CT_VECTOR_CLONES void FN(exp_shifted_row)(real *restrict row, real max, ct_int Tk)
-{
-#if CT_DTYPE_IS_F32
-    for (ct_int j = 0; j < Tk; j++) row[j] = ct_exp_nonpositive(row[j] - max);
-#else
-    for (ct_int j = 0; j < Tk; j++) row[j] = EXP(row[j] - max);
-#endif
-}
-
-/* In-place softmax of one row.  A row whose every score is -inf (every key
- * masked) becomes all zeros rather than 0/0 = NaN; NaN scores still give NaN. */
-static void FN(softmax_row)(real *row, ct_int Tk)
-{
-    real max = -INFINITY;
-    int has_nan = 0;
-    for (ct_int j = 0; j < Tk; j++) {
-        if (row[j] > max) max = row[j];
-        has_nan |= row[j] != row[j];
-    }
-    if (max == -INFINITY && !has_nan) {
-        memset(row, 0, (size_t)Tk * sizeof(real));
-        return;
-    }
-    FN(exp_shifted_row)(row, max, Tk);
-    acc_t sum = 0;
-    for (ct_int j = 0; j < Tk; j++) sum += row[j];
-    real inv = (real)(1.0 / sum);
-    for (ct_int j = 0; j < Tk; j++) row[j] *= inv;
-}
-
 /* Multiply the weights of slice (b, h) by their dropout factors: weight
  * `flat` (see ct_attn_opts) is dropped (factor 0) when
  * ct_random_uniform(seed, flat) < p, else scaled by 1 / (1 - p). */
@@ -150,7 +93,8 @@ typedef struct {
 } FN(head_grad);
 
 /* head_probs: weights of slice (b, h) before dropout
- *   q (Tq, Dh), k (Tk, Dh) as in x -> P (Tq, Tk) = softmax(scale q k^T + mask) */
+ *   q (Tq, Dh), k (Tk, Dh) as in x -> P (Tq, Tk) = softmax(scale q k^T + mask)
+ *   (softmax_row of softmax.c: a row with every key masked is all 0) */
 static void FN(head_probs)(real *P, const FN(head_in) *x, const ct_attn_opts *o, ct_int b,
                            ct_int h, ct_int Tq, ct_int Tk, ct_int Dh)
 {
@@ -206,14 +150,13 @@ static void FN(scratch_free)(FN(head_scratch) *s)
 }
 
 /* dS = P * (dP - rowsum(P * dP)), in place in dP (the softmax Jacobian). */
-static void FN(softmax_backward_rows)(real *dP, const real *P, ct_int Tq, ct_int Tk)
+static CT_VECTOR_CLONES void FN(softmax_backward_rows)(real *dP, const real *P, ct_int Tq, ct_int Tk)
 {
     for (ct_int i = 0; i < Tq; i++) {
         real *d = dP + i * Tk;
         const real *p = P + i * Tk;
-        acc_t dot = 0;
-        for (ct_int j = 0; j < Tk; j++) dot += (acc_t)p[j] * d[j];
-        for (ct_int j = 0; j < Tk; j++) d[j] = p[j] * (d[j] - (real)dot);
+        real dot = (real)VDOT(p, d, Tk);
+        for (ct_int j = 0; j < Tk; j++) d[j] = p[j] * (d[j] - dot);
     }
 }
 

@@ -22,6 +22,7 @@
  * in double even for float32 logits, so that p stays exact to float32
  * precision for huge logits (a float32 lse of 1e4 would be off by 5e-4). */
 #include "crossentropy.h"
+#include "softmax.h"
 
 #ifndef CT_TEMPLATE_PASS
 #define CT_TEMPLATE_FILE "crossentropy.c"
@@ -29,26 +30,14 @@
 #else
 #include "ct_math.h"
 
-#ifndef CT_CE_CHUNK
-#define CT_CE_CHUNK 256 /* exps computed per vector pass in row_logsumexp */
-#endif
-
 /* log sum_c exp(z_c) of one row z (C), shifted by the row max for
- * stability.  An all -inf row gives -inf (the shift is then 0); NaN in the
- * row propagates through the sum.  The exps go through a small stack
- * buffer so that both the exp loop and the lane-split sum vectorise. */
+ * stability (sum_exp_shifted of softmax.c).  An all -inf row gives -inf (the
+ * shift is then 0); NaN in the row propagates through the sum. */
 CT_INLINE acc_t FN(row_logsumexp)(const real *restrict z, ct_int C)
 {
     real max = C > 0 ? VMAX(z, C) : -INFINITY; /* NaN if the row has one */
     if (max == -INFINITY) max = 0;
-    real e[CT_CE_CHUNK];
-    acc_t sum = 0;
-    for (ct_int c0 = 0; c0 < C; c0 += CT_CE_CHUNK) {
-        ct_int len = CT_MIN(CT_CE_CHUNK, C - c0);
-        for (ct_int c = 0; c < len; c++) e[c] = VEXP(z[c0 + c] - max);
-        sum += VSUM(e, len);
-    }
-    return (acc_t)max + log(sum);
+    return (acc_t)max + log(FN(sum_exp_shifted)(z, max, C));
 }
 
 /* sum_c w_c * (lse - z_c): the label-smoothing term of one row. */

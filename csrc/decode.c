@@ -15,6 +15,7 @@
 #ifndef CT_TEMPLATE_PASS
 #include "decode.h"
 #include "linear.h"
+#include "softmax.h"
 #define CT_TEMPLATE_FILE "decode.c"
 #include "ct_template.h"
 #else
@@ -61,41 +62,30 @@ void FN(kv_cache_append)(real *cache_k, real *cache_v, const real *k_t, const re
         }
 }
 
-/* Scores of one (b, h): s_j = scale * q . k_j for j < len, -inf where padded.
- * Returns the largest score (-inf when every key is hidden); *has_nan is set
- * when a score is NaN. */
-static real FN(step_scores)(real *s, const real *q, const real *k, const unsigned char *pad,
-                            real scale, ct_int len, ct_int Dh, int *has_nan)
+/* Scores of one (b, h): s_j = scale * q . k_j for j < len, -inf where padded. */
+static void FN(step_scores)(real *s, const real *q, const real *k, const unsigned char *pad,
+                            real scale, ct_int len, ct_int Dh)
 {
-    real max = -INFINITY;
     for (ct_int j = 0; j < len; j++) {
         acc_t dot = 0;
         const real *kj = k + j * Dh;
         for (ct_int d = 0; d < Dh; d++) dot += (acc_t)q[d] * kj[d];
         s[j] = (pad != NULL && pad[j]) ? -INFINITY : scale * (real)dot;
-        if (s[j] > max) max = s[j];
-        *has_nan |= s[j] != s[j];
     }
-    return max;
 }
 
-/* out (Dv) = softmax(s) @ v over j < len; zeros when every key is hidden. */
-static void FN(step_mix)(real *out, real *s, const real *v, const unsigned char *pad, real max,
-                         int has_nan, ct_int len, ct_int Dv)
+/* out (Dv) = softmax(s) @ v over j < len (softmax_row of softmax.c, in place
+ * in s); zeros when every key is hidden.  A NaN score makes every p NaN, which
+ * reaches out. */
+static void FN(step_mix)(real *out, real *s, const real *v, const unsigned char *pad, ct_int len,
+                         ct_int Dv)
 {
     memset(out, 0, (size_t)Dv * sizeof(real));
-    if (max == -INFINITY && !has_nan) return;
-    acc_t sum = 0;
-    for (ct_int j = 0; j < len; j++) {
-        s[j] = EXP(s[j] - max); /* NaN stays NaN and reaches out */
-        sum += s[j];
-    }
-    real inv = (real)(1.0 / sum);
+    if (FN(softmax_row)(s, len) == -INFINITY) return;
     for (ct_int j = 0; j < len; j++) {
         if (pad != NULL && pad[j]) continue; /* hidden: its value (even inf/NaN) must not leak */
-        real p = s[j] * inv;
         const real *vj = v + j * Dv;
-        for (ct_int d = 0; d < Dv; d++) out[d] += p * vj[d];
+        for (ct_int d = 0; d < Dv; d++) out[d] += s[j] * vj[d];
     }
 }
 
@@ -116,10 +106,8 @@ int FN(attend_step)(real *out, const real *q_t, const real *cache_k, const real 
         const unsigned char *pad = key_padding ? key_padding + b * Tmax : NULL;
         for (ct_int h = 0; h < H; h++) {
             ct_int bh = b * H + h;
-            int has_nan = 0;
-            real max = FN(step_scores)(s, q_t + bh * Dh, cache_k + bh * Tmax * Dh, pad,
-                                       (real)scale, len, Dh, &has_nan);
-            FN(step_mix)(out + bh * Dv, s, cache_v + bh * Tmax * Dv, pad, max, has_nan, len, Dv);
+            FN(step_scores)(s, q_t + bh * Dh, cache_k + bh * Tmax * Dh, pad, (real)scale, len, Dh);
+            FN(step_mix)(out + bh * Dv, s, cache_v + bh * Tmax * Dv, pad, len, Dv);
         }
     }
     free(s);

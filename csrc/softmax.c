@@ -9,20 +9,21 @@
  *     every x_i = -inf  -> softmax 0 (not 0/0), log_softmax -inf, and zero
  *                          gradient in both backward kernels. */
 #ifndef CT_TEMPLATE_PASS
+#include "softmax.h"
 #define CT_TEMPLATE_FILE "softmax.c"
 #include "ct_template.h"
 #else
 #include "ct_math.h"
 
 /* Row helpers are CT_INLINE without clones: they are inlined into the
- * CT_VECTOR_CLONES kernels below and vectorised in each clone.  VMAX, VSUM,
+ * CT_VECTOR_CLONES functions below and vectorised in each clone.  VMAX, VSUM,
  * VDOT and VEXP come from ct_math.h (lane-split reductions, branch-free exp). */
 
-/* out_i = exp(x_i - m); returns sum_i out_i (in acc_t). */
-CT_INLINE acc_t FN(row_exp_shifted)(real *restrict out, const real *restrict x, real m, ct_int D)
+/* row_i <- exp(row_i - m), in place; returns sum_i row_i (in acc_t). */
+CT_INLINE acc_t FN(exp_shifted_inplace)(real *restrict row, real m, ct_int D)
 {
-    for (ct_int i = 0; i < D; i++) out[i] = VEXP(x[i] - m);
-    return VSUM(out, D);
+    for (ct_int i = 0; i < D; i++) row[i] = VEXP(row[i] - m);
+    return VSUM(row, D);
 }
 
 static inline void FN(row_fill)(real *out, real value, ct_int D)
@@ -30,22 +31,56 @@ static inline void FN(row_fill)(real *out, real value, ct_int D)
     for (ct_int i = 0; i < D; i++) out[i] = value;
 }
 
+/* softmax_row: the one softmax row of csrc/ (softmax_forward, the attention
+ * weights and the decoding step all call it)
+ *   row (D) <- softmax(row) in place:  row_i = exp(row_i - m) / sum_j exp(row_j - m),
+ *   m = max_j row_j, sum in acc_t.  Returns m.
+ *   A NaN anywhere -> the whole row NaN (returns NaN); every row_i = -inf, or
+ *   D = 0 -> all 0, not 0/0 (returns -inf). */
+CT_VECTOR_CLONES
+real FN(softmax_row)(real *restrict row, ct_int D)
+{
+    if (D == 0) return -INFINITY;
+    real m = VMAX(row, D);
+    if (m != m || m == -INFINITY) {
+        FN(row_fill)(row, m != m ? m : 0, D);
+        return m;
+    }
+    real inv_sum = (real)(1.0 / FN(exp_shifted_inplace)(row, m, D));
+    for (ct_int i = 0; i < D; i++) row[i] *= inv_sum;
+    return m;
+}
+
+#ifndef CT_SOFTMAX_CHUNK
+#define CT_SOFTMAX_CHUNK 256 /* exps computed per vector pass in sum_exp_shifted */
+#endif
+
+/* sum_exp_shifted: sum_i exp(x_i - m) over a row x (D), in acc_t, without an
+ * output row (log-sum-exp of log_softmax and cross-entropy: m + log of it).
+ * The exps go through a small stack buffer so that both the exp loop and the
+ * lane-split sum vectorise.  NaN in x or m propagates. */
+CT_VECTOR_CLONES
+acc_t FN(sum_exp_shifted)(const real *restrict x, real m, ct_int D)
+{
+    real e[CT_SOFTMAX_CHUNK];
+    acc_t sum = 0;
+    for (ct_int c0 = 0; c0 < D; c0 += CT_SOFTMAX_CHUNK) {
+        ct_int len = CT_MIN(CT_SOFTMAX_CHUNK, D - c0);
+        for (ct_int c = 0; c < len; c++) e[c] = VEXP(x[c0 + c] - m);
+        sum += VSUM(e, len);
+    }
+    return sum;
+}
+
 /* softmax_forward
  *   inp (N, D)  rows are any flattened leading dims
- *   out (N, D)  = softmax of each row
+ *   out (N, D)  = softmax of each row (see softmax_row)
  */
-CT_VECTOR_CLONES
 void FN(softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
 {
-    if (D == 0) return;
     for (ct_int n = 0; n < N; n++) {
-        const real *x = inp + n * D;
-        real *restrict y = out + n * D;
-        real m = VMAX(x, D);
-        if (m != m) { FN(row_fill)(y, m, D); continue; }               /* NaN row */
-        if (m == -INFINITY) { FN(row_fill)(y, 0, D); continue; }       /* all -inf */
-        real inv_sum = (real)(1.0 / FN(row_exp_shifted)(y, x, m, D));
-        for (ct_int i = 0; i < D; i++) y[i] *= inv_sum;
+        memcpy(out + n * D, inp + n * D, (size_t)D * sizeof(real));
+        FN(softmax_row)(out + n * D, D);
     }
 }
 
@@ -66,8 +101,7 @@ void FN(softmax_backward)(real *dinp, const real *dout, const real *out, ct_int 
 }
 
 /* log_softmax_forward
- *   inp (N, D), out (N, D) = x - m - log sum exp(x - m) for each row
- *   (out is used as scratch for exp(x - m) before it is overwritten)
+ *   inp (N, D), out (N, D) = (x - m) - log sum exp(x - m) for each row
  */
 CT_VECTOR_CLONES
 void FN(log_softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
@@ -78,7 +112,7 @@ void FN(log_softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
         real *restrict y = out + n * D;
         real m = VMAX(x, D);
         if (m != m || m == -INFINITY) { FN(row_fill)(y, m, D); continue; } /* NaN / all -inf */
-        acc_t log_sum = log(FN(row_exp_shifted)(y, x, m, D));
+        acc_t log_sum = log(FN(sum_exp_shifted)(x, m, D));
         for (ct_int i = 0; i < D; i++) y[i] = (real)((acc_t)x[i] - m - log_sum);
     }
 }
