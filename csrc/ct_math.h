@@ -263,42 +263,47 @@ static inline float ct_erff(float x)
  * machine and clone.  Sums accumulate in double for both dtypes. */
 #define CT_LANES 8
 
+/* CT_LANE_SUM(result, n, i, term): result (a double) = the sum over
+ * i = 0 .. n-1 of term (an expression of the index i, converted to double),
+ * added as CT_LANES partial sums (lane k takes i = k mod CT_LANES), the
+ * lanes combined in order, then the tail (the last n mod CT_LANES terms) in
+ * order.  The one lane-split sum of csrc/: VSUM, VDOT, VSUM_ABS and the
+ * layer-norm moments and gradient sums are all written with it. */
+#define CT_LANE_SUM(result, n, i, term)                                                     \
+    do {                                                                                    \
+        double lane_[CT_LANES] = {0}, sum_ = 0;                                             \
+        ptrdiff_t n_ = (n), full_ = n_ / CT_LANES * CT_LANES;                               \
+        for (ptrdiff_t base_ = 0; base_ < full_; base_ += CT_LANES)                         \
+            for (int k_ = 0; k_ < CT_LANES; k_++) {                                         \
+                ptrdiff_t i = base_ + k_;                                                   \
+                lane_[k_] += (double)(term);                                                \
+            }                                                                               \
+        for (int k_ = 0; k_ < CT_LANES; k_++) sum_ += lane_[k_];                            \
+        for (ptrdiff_t i = full_; i < n_; i++) sum_ += (double)(term);                      \
+        (result) = sum_;                                                                    \
+    } while (0)
+
 #define CT_DEFINE_REDUCTIONS(type, sfx)                                                     \
     /* sum_i x[i] */                                                                        \
     static inline double ct_sum_##sfx(const type *restrict x, ptrdiff_t n)                  \
     {                                                                                       \
-        double lane[CT_LANES] = {0};                                                        \
-        ptrdiff_t i = 0;                                                                    \
-        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
-            for (int k = 0; k < CT_LANES; k++) lane[k] += (double)x[i + k];                 \
-        double s = 0;                                                                       \
-        for (int k = 0; k < CT_LANES; k++) s += lane[k];                                    \
-        for (; i < n; i++) s += (double)x[i];                                               \
+        double s;                                                                           \
+        CT_LANE_SUM(s, n, i, x[i]);                                                         \
         return s;                                                                           \
     }                                                                                       \
     /* sum_i |x[i]| */                                                                      \
     static inline double ct_sum_abs_##sfx(const type *restrict x, ptrdiff_t n)              \
     {                                                                                       \
-        double lane[CT_LANES] = {0};                                                        \
-        ptrdiff_t i = 0;                                                                    \
-        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
-            for (int k = 0; k < CT_LANES; k++) lane[k] += fabs((double)x[i + k]);           \
-        double s = 0;                                                                       \
-        for (int k = 0; k < CT_LANES; k++) s += lane[k];                                    \
-        for (; i < n; i++) s += fabs((double)x[i]);                                         \
+        double s;                                                                           \
+        CT_LANE_SUM(s, n, i, fabs((double)x[i]));                                           \
         return s;                                                                           \
     }                                                                                       \
     /* sum_i x[i] * y[i] */                                                                 \
     static inline double ct_dot_##sfx(const type *restrict x, const type *restrict y,       \
                                       ptrdiff_t n)                                          \
     {                                                                                       \
-        double lane[CT_LANES] = {0};                                                        \
-        ptrdiff_t i = 0;                                                                    \
-        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
-            for (int k = 0; k < CT_LANES; k++) lane[k] += (double)x[i + k] * (double)y[i + k]; \
-        double s = 0;                                                                       \
-        for (int k = 0; k < CT_LANES; k++) s += lane[k];                                    \
-        for (; i < n; i++) s += (double)x[i] * (double)y[i];                                \
+        double s;                                                                           \
+        CT_LANE_SUM(s, n, i, (double)x[i] * (double)y[i]);                                  \
         return s;                                                                           \
     }                                                                                       \
     /* max_i x[i] (n > 0), NaN if any x[i] is NaN: a lane keeps a NaN once  \
