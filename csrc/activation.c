@@ -9,47 +9,20 @@
 #include "activation.h"
 #include "ct_math.h"
 
-#ifndef CT_ACTIVATION_CONSTANTS
-#define CT_ACTIVATION_CONSTANTS
-#define CT_SQRT1_2 0.70710678118654752440      /* 1 / sqrt(2) */
-#define CT_INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi), the N(0,1) density at 0 */
-#define CT_SQRT_2_PI 0.79788456080286535588    /* sqrt(2 / pi) */
-#define CT_GELU_CUBIC 0.044715                 /* cubic coefficient of the tanh approximation */
-#endif
-
-/* The value/slope functions are branch-free (ct_math.h's VEXP, VTANH,
- * VERF, VSELECT), so the loops below vectorise. */
+/* The value/slope functions are branch-free (ct_math.h's VGELU, VTANH,
+ * VSIGMOID, VSELECT), so the loops below vectorise. */
 
 /* relu(x) = max(x, 0); NaN stays NaN (the comparison is false).
  * relu'(x) = 1 for x > 0, else 0 (torch's choice at 0); NaN at NaN. */
 static inline real FN(relu_value)(real x) { return VSELECT(x < 0, (real)0, x); }
 static inline real FN(relu_slope)(real x) { return VSELECT(x != x, x, (real)(x > 0)); }
 
-/* gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the normal CDF.
- * gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
-static inline real FN(gelu_value)(real x) { return (real)0.5 * x * (1 + VERF(x * (real)CT_SQRT1_2)); }
-static inline real FN(gelu_slope)(real x)
-{
-    real cdf = (real)0.5 * (1 + VERF(x * (real)CT_SQRT1_2));
-    real pdf = (real)CT_INV_SQRT_2PI * VEXP((real)-0.5 * x * x);
-    return cdf + x * pdf;
-}
-
-/* gelu_tanh(x) = x (1 + tanh(u)) / 2, u = sqrt(2/pi) (x + 0.044715 x^3)
- * (torch's approximate='tanh').  With t = tanh(u):
- * gelu_tanh'(x) = (1 + t) / 2 + x (1 - t^2) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
-static inline real FN(gelu_tanh_value)(real x)
-{
-    real u = (real)CT_SQRT_2_PI * (x + (real)CT_GELU_CUBIC * x * x * x);
-    return (real)0.5 * x * (1 + VTANH(u));
-}
-static inline real FN(gelu_tanh_slope)(real x)
-{
-    real u = (real)CT_SQRT_2_PI * (x + (real)CT_GELU_CUBIC * x * x * x);
-    real t = VTANH(u);
-    real du_dx = (real)CT_SQRT_2_PI * (1 + 3 * (real)CT_GELU_CUBIC * x * x);
-    return (real)0.5 * (1 + t) + (real)0.5 * x * (1 - t * t) * du_dx;
-}
+/* gelu (erf form) and gelu_tanh, value and slope from the input: ct_math.h,
+ * shared with the feed-forward's bias_act (fused.c). */
+static inline real FN(gelu_value)(real x) { return VGELU(x); }
+static inline real FN(gelu_slope)(real x) { return VGELU_SLOPE(x); }
+static inline real FN(gelu_tanh_value)(real x) { return VGELU_TANH(x); }
+static inline real FN(gelu_tanh_slope)(real x) { return VGELU_TANH_SLOPE(x); }
 
 /* tanh, derivative from the output y: 1 - y^2. */
 static inline real FN(tanh_value)(real x) { return VTANH(x); }

@@ -17,44 +17,50 @@
 #define CT_TEMPLATE_FILE "fused.c"
 #include "ct_template.h"
 #else
+#include "ct_math.h"
 
-/* relu(z) = max(z, 0) (NaN stays NaN);
- * gelu(z) = z Phi(z) = z/2 (1 + erf(z / sqrt 2));
- * gelu_tanh(z) = z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))   (torch's approximate="tanh") */
-static real FN(act_value)(real z, int act)
+/* act(z): relu(z) = max(z, 0) (NaN stays NaN); gelu and gelu_tanh are
+ * ct_math.h's VGELU / VGELU_TANH, the functions nn.GELU's kernel
+ * (activation.c) runs, so the two agree bit for bit. */
+CT_INLINE real FN(relu_value)(real z) { return VSELECT(z < 0, (real)0, z); }
+
+/* d act / dz of the gelus (relu's backward is relu_backward_row). */
+CT_INLINE real FN(act_slope)(real z, int act)
 {
-    if (act == CT_ACT_RELU) return z < 0 ? (real)0 : z;
-    if (act == CT_ACT_GELU) return (real)0.5 * z * (1 + ERF(z * (real)0.70710678118654752));
-    real u = (real)0.79788456080286536 * (z + (real)0.044715 * z * z * z);
-    return (real)0.5 * z * (1 + TANH(u));
+    return act == CT_ACT_GELU ? VGELU_SLOPE(z) : VGELU_TANH_SLOPE(z);
 }
 
-/* d act / dz.  relu: 0 where z <= 0 (torch's threshold_backward);
- * gelu: Phi(z) + z phi(z);  gelu_tanh: 1/2 (1 + t) + z/2 (1 - t^2) u'(z). */
-static real FN(act_slope)(real z, int act)
+/* z = inp + bias at element n (bias NULL: inp itself; adding 0 would turn -0 into +0). */
+CT_INLINE real FN(biased)(const real *restrict inp, const real *restrict bias, ct_int n)
 {
-    if (act == CT_ACT_RELU) return z <= 0 ? (real)0 : (real)1;
-    if (act == CT_ACT_GELU) {
-        real cdf = (real)0.5 * (1 + ERF(z * (real)0.70710678118654752));
-        real pdf = (real)0.39894228040143268 * EXP((real)-0.5 * z * z);
-        return cdf + z * pdf;
-    }
-    real c = (real)0.79788456080286536;
-    real t = TANH(c * (z + (real)0.044715 * z * z * z));
-    return (real)0.5 * (1 + t) + (real)0.5 * z * (1 - t * t) * c * (1 + (real)0.134145 * z * z);
+    return bias != NULL ? inp[n] + bias[n] : inp[n];
 }
+
+/* out (N) = f(inp + bias) over one row, one loop per case so that each vectorises. */
+#define CT_BIAS_ACT_LOOP(f)                                                                 \
+    do {                                                                                    \
+        if (bias != NULL)                                                                   \
+            for (ct_int n = 0; n < N; n++) out[n] = f(inp[n] + bias[n]);                    \
+        else                                                                                \
+            for (ct_int n = 0; n < N; n++) out[n] = f(inp[n]);                              \
+    } while (0)
+
+/* out (N) = act(inp + bias) over one row. */
+static CT_VECTOR_CLONES void FN(bias_act_row)(real *restrict out, const real *restrict inp,
+                                              const real *restrict bias, int act, ct_int N)
+{
+    if (act == CT_ACT_RELU) CT_BIAS_ACT_LOOP(FN(relu_value));
+    else if (act == CT_ACT_GELU) CT_BIAS_ACT_LOOP(VGELU);
+    else CT_BIAS_ACT_LOOP(VGELU_TANH);
+}
+#undef CT_BIAS_ACT_LOOP
 
 /* bias_act_forward
  *   inp (M, N), bias (N) or NULL  ->  out (M, N) = act(inp + bias) */
-CT_VECTOR_CLONES
 void FN(bias_act_forward)(real *out, const real *inp, const real *bias, int act, ct_int M,
                           ct_int N)
 {
-    for (ct_int m = 0; m < M; m++)
-        for (ct_int n = 0; n < N; n++) {
-            real z = inp[m * N + n] + (bias ? bias[n] : 0);
-            out[m * N + n] = FN(act_value)(z, act);
-        }
+    for (ct_int m = 0; m < M; m++) FN(bias_act_row)(out + m * N, inp + m * N, bias, act, N);
 }
 
 /* One row of relu backward: dz = dout where z = inp + bias > 0 (0 where z <= 0, NaN z
@@ -82,11 +88,13 @@ static CT_VECTOR_CLONES void FN(relu_backward_row)(real *restrict dinp, real *re
 }
 
 /* One row of the gelu backward: dz = dout act'(inp + bias); dinp += dz; dbias += dz. */
-static void FN(act_backward_row)(real *dinp, real *dbias, const real *dout, const real *inp,
-                                 const real *bias, int act, ct_int N)
+static CT_VECTOR_CLONES void FN(act_backward_row)(real *restrict dinp, real *restrict dbias,
+                                                  const real *restrict dout,
+                                                  const real *restrict inp,
+                                                  const real *restrict bias, int act, ct_int N)
 {
     for (ct_int n = 0; n < N; n++) {
-        real dz = dout[n] * FN(act_slope)(inp[n] + (bias ? bias[n] : 0), act);
+        real dz = dout[n] * FN(act_slope)(FN(biased)(inp, bias, n), act);
         dinp[n] += dz;
         if (dbias) dbias[n] += dz;
     }
@@ -250,7 +258,7 @@ static void FN(ff_act_backward_rows)(real *da, real *db1, const real *h, const r
         } else {
             const real *hr = h + idx[r] * F;
             for (ct_int f = 0; f < F; f++) {
-                d[f] *= FN(act_slope)(hr[f] + (b1 ? b1[f] : 0), act);
+                d[f] *= FN(act_slope)(FN(biased)(hr, b1, f), act);
                 if (db1) db1[f] += d[f];
             }
         }
