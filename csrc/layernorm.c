@@ -65,11 +65,27 @@ CT_INLINE void FN(row_normalise)(real *restrict y, const real *restrict x, const
         for (ct_int i = 0; i < D; i++) y[i] = (real)((FN(row_at)(x, r, i) - mu) * rs);
 }
 
+/* One row of the forward: moments of h = x + r (r NULL: h = x), then
+ * out (D) = (h - mean) * rstd * weight + bias; returns mean and rstd. */
+CT_INLINE void FN(layernorm_row)(real *restrict y, real *mean, real *rstd, const real *restrict x,
+                                 const real *restrict r, const real *restrict weight,
+                                 const real *restrict bias, double eps, ct_int D)
+{
+    acc_t mu, var;
+    FN(row_moments)(x, r, D, &mu, &var);
+    acc_t rs = 1 / sqrt(var + eps);
+    FN(row_normalise)(y, x, r, weight, bias, mu, rs, D);
+    *mean = (real)mu;
+    *rstd = (real)rs;
+}
+
 /* add_layernorm_forward (also layernorm_forward, with residual NULL)
  *   inp, residual (N, D)  rows are any flattened leading dims; residual may be NULL
  *   weight (D) or NULL (scale 1), bias (D) or NULL (shift 0)
  *   h = inp + residual;  out (N, D) = (h - mean) * rstd * weight + bias
  *   mean (N), rstd (N) = 1 / sqrt(var + eps), kept for backward
+ * layernorm_row is inlined twice, once with a literal NULL residual, so each
+ * copy's loops are compiled (and vectorised) without the test of r.
  */
 CT_VECTOR_CLONES
 void FN(add_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp,
@@ -77,13 +93,11 @@ void FN(add_layernorm_forward)(real *out, real *mean, real *rstd, const real *in
                                double eps, ct_int N, ct_int D)
 {
     for (ct_int n = 0; n < N; n++) {
-        const real *x = inp + n * D, *r = residual ? residual + n * D : NULL;
-        acc_t mu, var;
-        FN(row_moments)(x, r, D, &mu, &var);
-        acc_t rs = 1 / sqrt(var + eps);
-        FN(row_normalise)(out + n * D, x, r, weight, bias, mu, rs, D);
-        mean[n] = (real)mu;
-        rstd[n] = (real)rs;
+        if (residual != NULL)
+            FN(layernorm_row)(out + n * D, mean + n, rstd + n, inp + n * D, residual + n * D, weight,
+                              bias, eps, D);
+        else
+            FN(layernorm_row)(out + n * D, mean + n, rstd + n, inp + n * D, NULL, weight, bias, eps, D);
     }
 }
 
@@ -111,22 +125,46 @@ CT_INLINE void FN(row_add_dy_xhat)(real *restrict acc, const real *restrict dy, 
     for (ct_int i = 0; i < D; i++) acc[i] += (real)(dy[i] * ((FN(row_at)(x, r, i) - mu) * rs));
 }
 
-/* g_i = dy_i * weight_i (weight NULL: dy_i), in acc_t */
-CT_INLINE acc_t FN(row_g)(const real *restrict dy, const real *restrict weight, ct_int i)
-{
-    return weight != NULL ? (acc_t)dy[i] * weight[i] : (acc_t)dy[i];
-}
-
-/* mean(g) and mean(g * hhat) of a row (D > 0), hhat = (h - mu) * rs. */
+/* mean(g) and mean(g * hhat) of a row (D > 0), g = dy * weight (weight
+ * NULL: g = dy), hhat = (h - mu) * rs; one lane sum per case so that each
+ * vectorises. */
 CT_INLINE void FN(row_g_means)(const real *restrict dy, const real *restrict x, const real *restrict r,
                                const real *restrict weight, acc_t mu, acc_t rs, ct_int D,
                                acc_t *g_mean, acc_t *g_xhat_mean)
 {
     acc_t sum_g, sum_gx;
-    CT_LANE_SUM(sum_g, D, i, FN(row_g)(dy, weight, i));
-    CT_LANE_SUM(sum_gx, D, i, FN(row_g)(dy, weight, i) * ((FN(row_at)(x, r, i) - mu) * rs));
+    if (weight != NULL) {
+        CT_LANE_SUM(sum_g, D, i, (acc_t)dy[i] * weight[i]);
+        CT_LANE_SUM(sum_gx, D, i, (acc_t)dy[i] * weight[i] * ((FN(row_at)(x, r, i) - mu) * rs));
+    } else {
+        CT_LANE_SUM(sum_g, D, i, (acc_t)dy[i]);
+        CT_LANE_SUM(sum_gx, D, i, (acc_t)dy[i] * ((FN(row_at)(x, r, i) - mu) * rs));
+    }
     *g_mean = sum_g / (acc_t)D;
     *g_xhat_mean = sum_gx / (acc_t)D;
+}
+
+/* One row of the backward (see add_layernorm_backward); h = x + r (r NULL: h = x). */
+CT_INLINE void FN(layernorm_backward_row)(real *restrict dx, real *restrict dweight,
+                                          real *restrict dbias, const real *restrict dy,
+                                          const real *restrict x, const real *restrict r,
+                                          const real *restrict weight, acc_t mu, acc_t rs, ct_int D)
+{
+    if (dbias != NULL) FN(row_add)(dbias, dy, D);
+    if (dweight != NULL) FN(row_add_dy_xhat)(dweight, dy, x, r, mu, rs, D);
+    if (dx == NULL || D == 0) return;
+    acc_t g_mean, g_xhat_mean;
+    FN(row_g_means)(dy, x, r, weight, mu, rs, D, &g_mean, &g_xhat_mean);
+    if (weight != NULL)
+        for (ct_int i = 0; i < D; i++) {
+            acc_t hhat = (FN(row_at)(x, r, i) - mu) * rs;
+            dx[i] += (real)(rs * ((acc_t)dy[i] * weight[i] - g_mean - hhat * g_xhat_mean));
+        }
+    else
+        for (ct_int i = 0; i < D; i++) {
+            acc_t hhat = (FN(row_at)(x, r, i) - mu) * rs;
+            dx[i] += (real)(rs * ((acc_t)dy[i] - g_mean - hhat * g_xhat_mean));
+        }
 }
 
 /* add_layernorm_backward (accumulates; also layernorm_backward, with residual NULL)
@@ -137,7 +175,8 @@ CT_INLINE void FN(row_g_means)(const real *restrict dy, const real *restrict x, 
  *   dinp (N, D) += rstd * (g - mean(g) - hhat * mean(g * hhat))   (skipped when NULL;
  *                  it is also the gradient of the residual)
  * The dinp formula is the chain rule through hhat = (h - mean) * rstd, where
- * mean and rstd both depend on every h_i of the row.
+ * mean and rstd both depend on every h_i of the row.  As in the forward, the
+ * row function is inlined once with a literal NULL residual.
  */
 CT_VECTOR_CLONES
 void FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
@@ -145,19 +184,13 @@ void FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const re
                                 const real *mean, const real *rstd, ct_int N, ct_int D)
 {
     for (ct_int n = 0; n < N; n++) {
-        const real *restrict x = inp + n * D, *restrict dy = dout + n * D;
-        const real *restrict r = residual ? residual + n * D : NULL;
-        acc_t mu = mean[n], rs = rstd[n];
-        if (dbias != NULL) FN(row_add)(dbias, dy, D);
-        if (dweight != NULL) FN(row_add_dy_xhat)(dweight, dy, x, r, mu, rs, D);
-        if (dinp == NULL || D == 0) continue;
-        acc_t g_mean, g_xhat_mean;
-        FN(row_g_means)(dy, x, r, weight, mu, rs, D, &g_mean, &g_xhat_mean);
-        real *restrict dx = dinp + n * D;
-        for (ct_int i = 0; i < D; i++) {
-            acc_t hhat = (FN(row_at)(x, r, i) - mu) * rs;
-            dx[i] += (real)(rs * (FN(row_g)(dy, weight, i) - g_mean - hhat * g_xhat_mean));
-        }
+        real *dx = dinp ? dinp + n * D : NULL;
+        const real *x = inp + n * D, *dy = dout + n * D;
+        if (residual != NULL)
+            FN(layernorm_backward_row)(dx, dweight, dbias, dy, x, residual + n * D, weight, mean[n],
+                                       rstd[n], D);
+        else
+            FN(layernorm_backward_row)(dx, dweight, dbias, dy, x, NULL, weight, mean[n], rstd[n], D);
     }
 }
 
