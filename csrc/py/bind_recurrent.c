@@ -188,25 +188,26 @@ typedef struct {
     PyArrayObject *dx, *dh0, *dc0, *dw_ih, *dw_hh, *db_ih, *db_hh;
 } rnn_grads;
 
-static int alloc_grads(ct_held *held, rnn_grads *g, const rnn_args *a, int need_dx)
+/* Bias gradients for the biases given (cell) or, with_bias, for both. */
+static int alloc_grads(ct_held *held, rnn_grads *g, const rnn_args *a, int need_dx, int with_bias)
 {
     int t = a->typenum;
-    npy_intp state_shape[2] = {a->shape.B, a->shape.H};
+    npy_intp state_shape[2] = {a->shape.B, a->shape.H}, gates[1] = {PyArray_DIM(a->w_ih, 0)};
     memset(g, 0, sizeof *g);
-    if (need_dx && !(g->dx = ct_zeros(held, t, PyArray_NDIM(a->x), PyArray_DIMS(a->x)))) return -1;
+    if (need_dx && !(g->dx = ct_grad_like(held, NULL, "", "dx", a->x))) return -1;
     if (!(g->dh0 = ct_zeros(held, t, 2, state_shape))) return -1;
     if (a->shape.mode == CT_LSTM && !(g->dc0 = ct_zeros(held, t, 2, state_shape))) return -1;
-    if (!(g->dw_ih = ct_zeros(held, t, 2, PyArray_DIMS(a->w_ih)))) return -1;
-    if (!(g->dw_hh = ct_zeros(held, t, 2, PyArray_DIMS(a->w_hh)))) return -1;
-    if (a->b_ih && !(g->db_ih = ct_zeros(held, t, 1, PyArray_DIMS(a->b_ih)))) return -1;
-    if (a->b_hh && !(g->db_hh = ct_zeros(held, t, 1, PyArray_DIMS(a->b_hh)))) return -1;
+    if (!(g->dw_ih = ct_grad_like(held, NULL, "", "dw_ih", a->w_ih))) return -1;
+    if (!(g->dw_hh = ct_grad_like(held, NULL, "", "dw_hh", a->w_hh))) return -1;
+    if ((with_bias || a->b_ih) && !(g->db_ih = ct_zeros(held, t, 1, gates))) return -1;
+    if ((with_bias || a->b_hh) && !(g->db_hh = ct_zeros(held, t, 1, gates))) return -1;
     return 0;
 }
 
 /* Check dout / dh_n / dc_n / saved, run the backward kernel, build the result tuple. */
 static PyObject *run_backward(ct_held *held, rnn_args *a, const char *fn, int cell,
                               PyObject *o_dout, PyObject *o_dh_n, PyObject *o_dc_n,
-                              PyObject *o_saved, int need_dx)
+                              PyObject *o_saved, int need_dx, int with_bias)
 {
     ct_rnn_shape *s = &a->shape;
     int t = a->typenum;
@@ -235,7 +236,7 @@ static PyObject *run_backward(ct_held *held, rnn_args *a, const char *fn, int ce
                                       "the size rnn_forward returns for these shapes"))
         return NULL;
     rnn_grads g;
-    if (alloc_grads(held, &g, a, need_dx)) return NULL;
+    if (alloc_grads(held, &g, a, need_dx, with_bias)) return NULL;
     CT_DISPATCH_ALLOC(t, rnn_backward, CT_DATA(g.dx), PyArray_DATA(g.dh0),
                        CT_DATA(g.dc0), PyArray_DATA(g.dw_ih), PyArray_DATA(g.dw_hh),
                        CT_DATA(g.db_ih), CT_DATA(g.db_hh), CT_DATA(dout), CT_DATA(dh_n),
@@ -246,24 +247,29 @@ fail:
     return NULL;
 }
 
-/* rnn_backward(dout (T, B, H) | None, dh_n | None, dc_n | None, x, h0, c0, w_ih, w_hh,
- *              b_ih, b_hh, saved, mode, lengths=None, reverse=False, need_dx=True)
+/* rnn_backward(dout (T, B, H) | None, dh_n | None, dc_n | None, x, w_ih, w_hh, saved, mode,
+ *              lengths=None, reverse=False, need_dx=True, with_bias=True)
  *   -> (dx | None, dh0, dc0 | None, dw_ih, dw_hh, db_ih | None, db_hh | None) */
 static PyObject *py_rnn_backward(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"dout", "dh_n", "dc_n", "x", "h0", "c0", "w_ih", "w_hh", "b_ih",
-                            "b_hh", "saved", "mode", "lengths", "reverse", "need_dx", NULL};
+    static char *names[] = {"dout", "dh_n", "dc_n", "x", "w_ih", "w_hh", "saved", "mode",
+                            "lengths", "reverse", "need_dx", "with_bias", NULL};
     const char *fn = "rnn_backward";
     PyObject *o_dout, *o_dh_n, *o_dc_n, *o_saved;
-    rnn_objs o = {.lengths = Py_None, .cell = 0};
-    int need_dx = 1;
+    /* the kernel reads neither the initial state nor the biases */
+    rnn_objs o = {.h0 = Py_None, .c0 = Py_None, .b_ih = Py_None, .b_hh = Py_None,
+                  .lengths = Py_None, .cell = 0};
+    int need_dx = 1, with_bias = 1;
     rnn_args a;
     ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OOOOOOOOOOOO|Opp:rnn_backward", names, &o_dout, &o_dh_n,
-                                     &o_dc_n, &o.x, &o.h0, &o.c0, &o.w_ih, &o.w_hh, &o.b_ih,
-                                     &o.b_hh, &o_saved, &o.mode, &o.lengths, &o.reverse, &need_dx))
+    if (!ct_parse_args(args, kw, "OOOOOOOO|Oppp:rnn_backward", names, &o_dout, &o_dh_n, &o_dc_n,
+                       &o.x, &o.w_ih, &o.w_hh, &o_saved, &o.mode, &o.lengths, &o.reverse,
+                       &need_dx, &with_bias))
         return NULL;
-    return ct_finish(&held, !parse_common(&held, &a, &o, fn) ? run_backward(&held, &a, fn, 0, o_dout, o_dh_n, o_dc_n, o_saved, need_dx) : NULL);
+    return ct_finish(&held, parse_common(&held, &a, &o, fn)
+                                ? NULL
+                                : run_backward(&held, &a, fn, 0, o_dout, o_dh_n, o_dc_n, o_saved,
+                                               need_dx, with_bias));
 }
 
 /* rnn_cell_backward(dh_new (B, H) | None, dc_new | None, x (B, I), h, c, w_ih, w_hh, b_ih,
@@ -283,14 +289,17 @@ static PyObject *py_rnn_cell_backward(PyObject *self, PyObject *args, PyObject *
                                      &o.c0, &o.w_ih, &o.w_hh, &o.b_ih, &o.b_hh, &o_saved, &o.mode,
                                      &need_dx))
         return NULL;
-    return ct_finish(&held, !parse_common(&held, &a, &o, fn) ? run_backward(&held, &a, fn, 1, Py_None, o_dh, o_dc, o_saved, need_dx) : NULL);
+    return ct_finish(&held, parse_common(&held, &a, &o, fn)
+                                ? NULL
+                                : run_backward(&held, &a, fn, 1, Py_None, o_dh, o_dc, o_saved,
+                                               need_dx, 0));
 }
 
 PyMethodDef ct_methods_recurrent[] = {
     CT_METHOD(rnn_forward, "rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0=None, "
                            "lengths=None, reverse=False) -> (out, h_n, c_n, saved)"),
-    CT_METHOD(rnn_backward, "rnn_backward(dout, dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, "
-                            "saved, mode, lengths=None, reverse=False, need_dx=True) "
+    CT_METHOD(rnn_backward, "rnn_backward(dout, dh_n, dc_n, x, w_ih, w_hh, saved, mode, "
+                            "lengths=None, reverse=False, need_dx=True, with_bias=True) "
                             "-> (dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh)"),
     CT_METHOD(rnn_cell_forward, "rnn_cell_forward(x, h, w_ih, w_hh, b_ih, b_hh, mode, c=None) "
                                 "-> (h_new, c_new, saved)"),
