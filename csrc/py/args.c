@@ -32,17 +32,33 @@ int ct_parse_args(PyObject *args, PyObject *kw, const char *format, char **names
     return 0;
 }
 
+/* Room for one more item: the inline list, then a heap block doubling. */
+static int held_reserve(ct_held *held)
+{
+    if (held->items == NULL) {
+        held->items = held->first;
+        held->capacity = CT_HELD_INLINE;
+    }
+    if (held->count < held->capacity) return 0;
+    int capacity = 2 * held->capacity;
+    ct_held_item *items = PyMem_Malloc((size_t)capacity * sizeof(ct_held_item));
+    if (items == NULL) return -1;
+    memcpy(items, held->items, (size_t)held->count * sizeof(ct_held_item));
+    if (held->items != held->first) PyMem_Free(held->items);
+    held->items = items;
+    held->capacity = capacity;
+    return 0;
+}
+
 PyObject *ct_hold(ct_held *held, PyObject *obj)
 {
     if (obj == NULL) return NULL;
-    if (held->count >= CT_MAX_HELD) {
+    if (held_reserve(held) < 0) {
         Py_DECREF(obj);
-        PyErr_SetString(PyExc_RuntimeError, "ctransformer: too many arrays held by one binding");
+        PyErr_NoMemory();
         return NULL;
     }
-    held->names[held->count] = NULL;
-    held->kinds[held->count] = CT_HELD_OWNED;
-    held->items[held->count++] = obj;
+    held->items[held->count++] = (ct_held_item){obj, NULL, CT_HELD_OWNED};
     return obj;
 }
 
@@ -64,28 +80,29 @@ static PyArrayObject *hold_argument(ct_held *held, PyArrayObject *a, const char 
                                     const char *arg, int kind)
 {
     for (int i = 0; i < held->count; i++) {
-        int other = held->kinds[i];
+        int other = held->items[i].kind;
+        const char *other_name = held->items[i].name;
         if (other == CT_HELD_OWNED || (kind == CT_HELD_INPUT && other == CT_HELD_INPUT)) continue;
-        if (!arrays_overlap(a, (PyArrayObject *)held->items[i])) continue;
+        if (!arrays_overlap(a, (PyArrayObject *)held->items[i].obj)) continue;
         if (kind == CT_HELD_INPLACE && other == CT_HELD_INPLACE)
             PyErr_Format(PyExc_ValueError,
                          "%s: %s and %s must be separate arrays, got overlapping memory (both are "
                          "written in place)",
-                         fn, held->names[i], arg);
+                         fn, other_name, arg);
         else
             PyErr_Format(PyExc_ValueError,
                          "%s: %s and %s must be separate arrays, got overlapping memory (%s is "
                          "written in place while %s is read; pass a copy)",
-                         fn, kind == CT_HELD_INPLACE ? arg : held->names[i],
-                         kind == CT_HELD_INPLACE ? held->names[i] : arg,
-                         kind == CT_HELD_INPLACE ? arg : held->names[i],
-                         kind == CT_HELD_INPLACE ? held->names[i] : arg);
+                         fn, kind == CT_HELD_INPLACE ? arg : other_name,
+                         kind == CT_HELD_INPLACE ? other_name : arg,
+                         kind == CT_HELD_INPLACE ? arg : other_name,
+                         kind == CT_HELD_INPLACE ? other_name : arg);
         Py_DECREF(a);
         return NULL;
     }
     if (ct_hold(held, (PyObject *)a) == NULL) return NULL;
-    held->names[held->count - 1] = arg;
-    held->kinds[held->count - 1] = (unsigned char)kind;
+    held->items[held->count - 1].name = arg;
+    held->items[held->count - 1].kind = (unsigned char)kind;
     return a;
 }
 
@@ -122,8 +139,10 @@ static int check_blas_limits(PyArrayObject *a, const char *fn, const char *arg)
 
 void ct_release(ct_held *held)
 {
-    for (int i = 0; i < held->count; i++) Py_DECREF(held->items[i]);
-    held->count = 0;
+    for (int i = 0; i < held->count; i++) Py_DECREF(held->items[i].obj);
+    if (held->items != held->first) PyMem_Free(held->items);
+    held->items = NULL;
+    held->count = held->capacity = 0;
 }
 
 PyObject *ct_ret(PyArrayObject *a)
@@ -245,17 +264,7 @@ PyArrayObject *ct_inplace(ct_held *held, PyObject *obj, const char *fn, const ch
         return NULL;
     }
     if (shape != NULL) {
-        int same = PyArray_NDIM(a) == ndim;
-        for (int i = 0; same && i < ndim; i++) same = PyArray_DIM(a, i) == shape[i];
-        if (!same) {
-            PyObject *want = PyTuple_New(ndim);
-            for (int i = 0; i < ndim; i++) PyTuple_SET_ITEM(want, i, PyLong_FromSsize_t(shape[i]));
-            PyObject *got = PyObject_GetAttrString(obj, "shape");
-            PyErr_Format(PyExc_ValueError, "%s: %s must have shape %R, got %R", fn, arg, want, got);
-            Py_XDECREF(want);
-            Py_XDECREF(got);
-            return NULL;
-        }
+        if (ct_check_shape(a, fn, arg, ndim, shape, NULL)) return NULL;
     } else if (size >= 0 && PyArray_SIZE(a) != size) {
         PyErr_Format(PyExc_ValueError, "%s: %s must have %zd elements, got %zd", fn, arg,
                      (Py_ssize_t)size, (Py_ssize_t)PyArray_SIZE(a));
@@ -284,13 +293,65 @@ int ct_check_dim(PyArrayObject *a, const char *fn, const char *arg, int axis, np
     return 0;
 }
 
-int ct_check_same_dtype(PyArrayObject *a, PyArrayObject *ref, const char *fn, const char *arg,
-                        const char *ref_arg)
+int ct_check_dims(PyArrayObject *a, const char *fn, const char *arg, int ndim,
+                  const npy_intp *shape, const char *what, int same_ndim)
 {
-    if (a == NULL || ref == NULL || PyArray_TYPE(a) == PyArray_TYPE(ref)) return 0;
-    PyErr_Format(PyExc_TypeError, "%s: %s must have the dtype of %s (%s), got %s", fn, arg, ref_arg,
-                 dtype_name(PyArray_TYPE(ref)), dtype_name(PyArray_TYPE(a)));
+    if (same_ndim && PyArray_NDIM(a) != ndim) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must have %d dimensions (like %s), got %d", fn, arg,
+                     ndim, what, PyArray_NDIM(a));
+        return -1;
+    }
+    for (int ax = 0; ax < ndim; ax++)
+        if (ct_check_dim(a, fn, arg, ax, shape[ax], what)) return -1;
+    return 0;
+}
+
+int ct_check_shape(PyArrayObject *a, const char *fn, const char *arg, int ndim,
+                   const npy_intp *shape, const char *what)
+{
+    int same = PyArray_NDIM(a) == ndim;
+    for (int i = 0; same && i < ndim; i++) same = PyArray_DIM(a, i) == shape[i];
+    if (same) return 0;
+    PyObject *want = PyTuple_New(ndim);
+    for (int i = 0; want != NULL && i < ndim; i++)
+        PyTuple_SET_ITEM(want, i, PyLong_FromSsize_t(shape[i]));
+    PyObject *got = PyObject_GetAttrString((PyObject *)a, "shape");
+    if (want != NULL && got != NULL)
+        PyErr_Format(PyExc_ValueError, "%s: %s must have shape %R%s%s, got %R", fn, arg, want,
+                     what ? " " : "", what ? what : "", got);
+    Py_XDECREF(want);
+    Py_XDECREF(got);
     return -1;
+}
+
+PyArrayObject *ct_grad(ct_held *held, PyObject *obj, const char *fn, const char *arg, int typenum,
+                       int ndim, const npy_intp *shape, int zero_fill)
+{
+    if (obj != NULL && obj != Py_None)
+        return ct_inplace(held, obj, fn, arg, typenum, ndim, shape, -1, 0);
+    return zero_fill ? ct_zeros(held, typenum, ndim, shape) : ct_empty(held, typenum, ndim, shape);
+}
+
+PyArrayObject *ct_grad_like(ct_held *held, PyObject *obj, const char *fn, const char *arg,
+                            PyArrayObject *like)
+{
+    return ct_grad(held, obj, fn, arg, PyArray_TYPE(like), PyArray_NDIM(like), PyArray_DIMS(like), 1);
+}
+
+PyObject *ct_results(int n, ...)
+{
+    PyObject *tuple = PyTuple_New(n);
+    va_list va;
+    va_start(va, n);
+    for (int i = 0; i < n; i++) {
+        PyObject *item = va_arg(va, PyObject *);
+        if (item == NULL) item = Py_None;
+        Py_INCREF(item);
+        if (tuple != NULL) PyTuple_SET_ITEM(tuple, i, item);
+        else Py_DECREF(item);
+    }
+    va_end(va);
+    return tuple;
 }
 
 int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t low, int64_t high,

@@ -64,11 +64,9 @@ static PyObject *py_activation_backward(PyObject *self, PyObject *args, PyObject
     int t = PyArray_TYPE(saved), nd = PyArray_NDIM(saved);
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, nd, nd, 0);
     if (dout == NULL) goto fail;
-    for (int i = 0; i < nd; i++)
-        if (ct_check_dim(dout, fn, "dout", i, PyArray_DIM(saved, i), "saved's shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(saved), -1, 1);
-    if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(saved)))))
-        goto fail;
+    if (ct_check_dims(dout, fn, "dout", nd, PyArray_DIMS(saved), "saved's shape", 0)) goto fail;
+    PyArrayObject *dinp = ct_grad(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(saved), 1);
+    if (dinp == NULL) goto fail;
     CT_DISPATCH(t, activation_backward, PyArray_DATA(dinp), PyArray_DATA(dout),
                 PyArray_DATA(saved), PyArray_SIZE(saved), (ct_activation)kind);
     return ct_finish(&held, ct_ret(dinp));

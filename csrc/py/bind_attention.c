@@ -78,17 +78,6 @@ static int parse_opts(PyObject *o_scale, int is_causal, double dropout_p,
     return 0;
 }
 
-/* Gradient buffer: the caller's accumulator `obj` (C-contiguous, exact shape)
- * or fresh zeros.  Returns NULL with an error set on failure. */
-static PyArrayObject *grad_buffer(ct_held *held, PyObject *obj, const char *fn, const char *arg,
-                                  int t, PyArrayObject *like)
-{
-    int nd = PyArray_NDIM(like);
-    PyArrayObject *g = ct_inplace(held, obj, fn, arg, t, nd, PyArray_DIMS(like), -1, 1);
-    if (g != NULL || PyErr_Occurred()) return g;
-    return ct_zeros(held, t, nd, PyArray_DIMS(like));
-}
-
 /* ---- scaled dot-product attention -------------------------------------- */
 
 typedef struct {
@@ -147,7 +136,7 @@ static PyObject *py_sdpa_forward(PyObject *self, PyObject *args, PyObject *kw)
     if (out == NULL || probs == NULL) goto fail;
     CT_DISPATCH(s.t, sdpa_forward, PyArray_DATA(out), PyArray_DATA(probs), PyArray_DATA(s.q),
                 PyArray_DATA(s.k), PyArray_DATA(s.v), &s.opts, s.B, s.H, s.Tq, s.Tk, s.Dh, s.Dv);
-    return ct_finish(&held, Py_BuildValue("(OO)", (PyObject *)out, (PyObject *)probs));
+    return ct_finish(&held, ct_results(2, out, probs));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -161,7 +150,7 @@ static PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "sdpa_backward";
     PyObject *o_dout, *o_q, *o_k, *o_v, *o_p, *o_mask = Py_None, *o_scale = Py_None;
     PyObject *o_dq = Py_None, *o_dk = Py_None, *o_dv = Py_None;
-    int is_causal = 0, status = 0;
+    int is_causal = 0;
     double dropout_p = 0;
     unsigned long long seed = 0;
     ct_held held = {0};
@@ -183,19 +172,15 @@ static PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kw)
     if (probs == NULL) goto fail;
     for (int ax = 0; ax < 4; ax++)
         if (ct_check_dim(probs, fn, "probs", ax, pshape[ax], what_p[ax])) goto fail;
-    PyArrayObject *dq = grad_buffer(&held, o_dq, fn, "dq", s.t, s.q);
-    PyArrayObject *dk = dq ? grad_buffer(&held, o_dk, fn, "dk", s.t, s.k) : NULL;
-    PyArrayObject *dv = dk ? grad_buffer(&held, o_dv, fn, "dv", s.t, s.v) : NULL;
+    PyArrayObject *dq = ct_grad_like(&held, o_dq, fn, "dq", s.q);
+    PyArrayObject *dk = dq ? ct_grad_like(&held, o_dk, fn, "dk", s.k) : NULL;
+    PyArrayObject *dv = dk ? ct_grad_like(&held, o_dv, fn, "dv", s.v) : NULL;
     if (dv == NULL) goto fail;
-    CT_DISPATCH_STATUS(status, s.t, sdpa_backward, PyArray_DATA(dq), PyArray_DATA(dk),
+    CT_DISPATCH_ALLOC(s.t, sdpa_backward, PyArray_DATA(dq), PyArray_DATA(dk),
                        PyArray_DATA(dv), PyArray_DATA(dout), PyArray_DATA(s.q), PyArray_DATA(s.k),
                        PyArray_DATA(s.v), PyArray_DATA(probs), &s.opts, s.B, s.H, s.Tq, s.Tk,
                        s.Dh, s.Dv);
-    if (status) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    return ct_finish(&held, Py_BuildValue("(OOO)", (PyObject *)dq, (PyObject *)dk, (PyObject *)dv));
+    return ct_finish(&held, ct_results(3, dq, dk, dv));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -294,7 +279,7 @@ static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "mha_forward";
     PyObject *o[11], *o_mask = Py_None;
     long long num_heads;
-    int is_causal = 0, status = 0;
+    int is_causal = 0;
     double dropout_p = 0;
     unsigned long long seed = 0;
     ct_held held = {0};
@@ -311,6 +296,7 @@ static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
     PyArrayObject *qh = ct_empty(&held, a.t, 4, qh_shape), *kh = ct_empty(&held, a.t, 4, kh_shape);
     PyArrayObject *vh = ct_empty(&held, a.t, 4, kh_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
     if (!out || !ctx || !qh || !kh || !vh || !probs) goto fail;
+    int status;
     CT_BEGIN_KERNEL
     if (a.t == NPY_FLOAT32) {
         mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
@@ -330,8 +316,7 @@ static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
-    return ct_finish(&held, Py_BuildValue("(OOOOOO)", (PyObject *)out, (PyObject *)qh, (PyObject *)kh,
-                                  (PyObject *)vh, (PyObject *)probs, (PyObject *)ctx));
+    return ct_finish(&held, ct_results(6, out, qh, kh, vh, probs, ctx));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -341,9 +326,7 @@ static PyArrayObject *saved_arg(ct_held *held, PyObject *obj, const char *fn, co
                                 int t, int nd, const npy_intp *shape)
 {
     PyArrayObject *s = ct_input(held, obj, fn, arg, t, nd, nd, 0);
-    if (s == NULL) return NULL;
-    for (int ax = 0; ax < nd; ax++)
-        if (ct_check_dim(s, fn, arg, ax, shape[ax], "its shape in mha_forward")) return NULL;
+    if (s == NULL || ct_check_dims(s, fn, arg, nd, shape, "its shape in mha_forward", 0)) return NULL;
     return s;
 }
 
@@ -381,7 +364,7 @@ static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *o_dout, *o[11], *os[5], *o_mask = Py_None, *og[11];
     for (int i = 0; i < 11; i++) og[i] = Py_None;
     long long num_heads;
-    int is_causal = 0, status = 0;
+    int is_causal = 0;
     double dropout_p = 0;
     unsigned long long seed = 0;
     ct_held held = {0};
@@ -409,8 +392,9 @@ static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
     for (int i = 0; i < 11; i++) {
         g[i] = NULL;
         if (like[i] == NULL) continue;
-        if (!(g[i] = grad_buffer(&held, og[i], fn, gnames[i], a.t, like[i]))) goto fail;
+        if (!(g[i] = ct_grad_like(&held, og[i], fn, gnames[i], like[i]))) goto fail;
     }
+    int status;
     CT_BEGIN_KERNEL
     if (a.t == NPY_FLOAT32) {
         mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
@@ -432,17 +416,9 @@ static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
-    PyObject *ret = PyTuple_New(11);
-    for (int i = 0; ret != NULL && i < 11; i++) {
-        PyObject *item = g[i] ? (PyObject *)g[i] : Py_None;
-        Py_INCREF(item);
-        PyTuple_SET_ITEM(ret, i, item);
-    }
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_results(11, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10]));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* ---- packed multi-head attention ------------------------------------- */
@@ -547,18 +523,11 @@ static PyObject *py_mha_packed_forward(PyObject *self, PyObject *args, PyObject 
     PyArrayObject *pq = ct_empty(&held, a.t, 3, pq_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
     PyArrayObject *pkv = self_attn ? NULL : ct_empty(&held, a.t, 3, pkv_shape);
     if (!out || !ctx || !pq || !probs || (!self_attn && !pkv)) goto fail;
-    int status = 0;
-    CT_DISPATCH_STATUS(status, a.t, mha_packed_forward, PyArray_DATA(out), PyArray_DATA(pq),
+        CT_DISPATCH_ALLOC(a.t, mha_packed_forward, PyArray_DATA(out), PyArray_DATA(pq),
                        CT_DATA(pkv), PyArray_DATA(probs), PyArray_DATA(ctx), PyArray_DATA(a.query),
                        CT_DATA(a.kv), PyArray_DATA(a.w_in), CT_DATA(a.b_in), PyArray_DATA(a.wo),
                        CT_DATA(a.bo), &a.opts, s);
-    if (status) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    return ct_finish(&held, Py_BuildValue("(OOOOO)", (PyObject *)out, (PyObject *)pq,
-                                  pkv ? (PyObject *)pkv : Py_None, (PyObject *)probs,
-                                  (PyObject *)ctx));
+    return ct_finish(&held, ct_results(5, out, pq, pkv, probs, ctx));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -578,7 +547,7 @@ static PyObject *py_mha_packed_backward(PyObject *self, PyObject *args, PyObject
     const char *fn = "mha_packed_backward";
     PyObject *o_dout, *o[6], *os[4], *o_mask = Py_None;
     long long num_heads;
-    int self_attn, seq_first, is_causal = 0, need_dq = 1, need_dkv = 1, status = 0;
+    int self_attn, seq_first, is_causal = 0, need_dq = 1, need_dkv = 1;
     double dropout_p = 0;
     unsigned long long seed = 0;
     ct_held held = {0};
@@ -604,36 +573,24 @@ static PyObject *py_mha_packed_backward(PyObject *self, PyObject *args, PyObject
     PyArrayObject *probs = pq && (self_attn || pkv) ? saved_arg(&held, os[2], fn, "probs", a.t, 4, p_shape) : NULL;
     PyArrayObject *ctx = probs ? saved_arg(&held, os[3], fn, "context", a.t, 3, out_shape) : NULL;
     if (ctx == NULL) goto fail;
-    PyArrayObject *dq = need_dq ? ct_zeros(&held, a.t, 3, PyArray_DIMS(a.query)) : NULL;
-    PyArrayObject *dkv = need_dkv && !self_attn ? ct_zeros(&held, a.t, 3, PyArray_DIMS(a.kv)) : NULL;
-    PyArrayObject *dw_in = ct_zeros(&held, a.t, 2, PyArray_DIMS(a.w_in));
-    PyArrayObject *db_in = a.b_in ? ct_zeros(&held, a.t, 1, PyArray_DIMS(a.b_in)) : NULL;
-    PyArrayObject *dwo = ct_zeros(&held, a.t, 2, PyArray_DIMS(a.wo));
-    PyArrayObject *dbo = a.bo ? ct_zeros(&held, a.t, 1, PyArray_DIMS(a.bo)) : NULL;
+    PyArrayObject *dq = need_dq ? ct_grad_like(&held, NULL, fn, "dquery", a.query) : NULL;
+    PyArrayObject *dkv = need_dkv && !self_attn ? ct_grad_like(&held, NULL, fn, "dkv", a.kv) : NULL;
+    PyArrayObject *dw_in = ct_grad_like(&held, NULL, fn, "din_proj_weight", a.w_in);
+    PyArrayObject *db_in = a.b_in ? ct_grad_like(&held, NULL, fn, "din_proj_bias", a.b_in) : NULL;
+    PyArrayObject *dwo = ct_grad_like(&held, NULL, fn, "dout_weight", a.wo);
+    PyArrayObject *dbo = a.bo ? ct_grad_like(&held, NULL, fn, "dout_bias", a.bo) : NULL;
     if ((need_dq && !dq) || (need_dkv && !self_attn && !dkv) || !dw_in || (a.b_in && !db_in) ||
         !dwo || (a.bo && !dbo))
         goto fail;
-    CT_DISPATCH_STATUS(status, a.t, mha_packed_backward, CT_DATA(dq), CT_DATA(dkv),
+    CT_DISPATCH_ALLOC(a.t, mha_packed_backward, CT_DATA(dq), CT_DATA(dkv),
                        PyArray_DATA(dw_in), CT_DATA(db_in), PyArray_DATA(dwo), CT_DATA(dbo),
                        PyArray_DATA(dout), PyArray_DATA(a.query), CT_DATA(a.kv),
                        PyArray_DATA(a.w_in), PyArray_DATA(a.wo), PyArray_DATA(pq), CT_DATA(pkv),
                        PyArray_DATA(probs), PyArray_DATA(ctx), &a.opts, s);
-    if (status) {
-        PyErr_NoMemory();
-        goto fail;
-    }
     PyArrayObject *res[6] = {dq, dkv, dw_in, db_in, dwo, dbo};
-    PyObject *ret = PyTuple_New(6);
-    for (int i = 0; ret != NULL && i < 6; i++) {
-        PyObject *item = res[i] ? (PyObject *)res[i] : Py_None;
-        Py_INCREF(item);
-        PyTuple_SET_ITEM(ret, i, item);
-    }
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_results(6, res[0], res[1], res[2], res[3], res[4], res[5]));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* ---- positional encoding ----------------------------------------------- */

@@ -78,7 +78,7 @@ static PyObject *py_cross_entropy_forward(PyObject *self, PyObject *args, PyObje
     CT_DISPATCH(a.t, cross_entropy_forward, PyArray_DATA(loss), (double *)PyArray_DATA(lse),
                 PyArray_DATA(a.logits), (const int64_t *)PyArray_DATA(a.targets),
                 CT_DATA(a.weight), a.N, a.C, (int64_t)ignore_index, eps, a.reduction);
-    return ct_finish(&held, Py_BuildValue("(OO)", (PyObject *)loss, (PyObject *)lse));
+    return ct_finish(&held, ct_results(2, loss, lse));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -109,11 +109,8 @@ static PyObject *py_cross_entropy_backward(PyObject *self, PyObject *args, PyObj
         goto fail;
     PyArrayObject *lse = ct_input(&held, o_lse, fn, "lse", NPY_FLOAT64, 1, 1, 0);
     if (lse == NULL || ct_check_dim(lse, fn, "lse", 0, a.N, "logits.shape[0]")) goto fail;
-    PyArrayObject *dlogits = ct_inplace(&held, o_dlogits, fn, "dlogits", a.t, 2, PyArray_DIMS(a.logits),
-                                        -1, 1);
-    if (dlogits == NULL &&
-        (PyErr_Occurred() || !(dlogits = ct_zeros(&held, a.t, 2, PyArray_DIMS(a.logits)))))
-        goto fail;
+    PyArrayObject *dlogits = ct_grad(&held, o_dlogits, fn, "dlogits", a.t, 2, PyArray_DIMS(a.logits), 1);
+    if (dlogits == NULL) goto fail;
     CT_DISPATCH(a.t, cross_entropy_backward, PyArray_DATA(dlogits), PyArray_DATA(dloss),
                 PyArray_DATA(a.logits), (const int64_t *)PyArray_DATA(a.targets),
                 (const double *)PyArray_DATA(lse), CT_DATA(a.weight), a.N, a.C,

@@ -132,11 +132,9 @@ static PyObject *py_kv_cache_append(PyObject *self, PyObject *args, PyObject *kw
     CT_DISPATCH(t, kv_cache_append, PyArray_DATA(ck), PyArray_DATA(cv), PyArray_DATA(k),
                 PyArray_DATA(v), (const int64_t *)PyArray_DATA(pos), B, H, Tmax,
                 PyArray_DIM(ck, 3), PyArray_DIM(cv, 3));
-    ct_release(&held);
-    Py_RETURN_NONE;
+    return ct_finish(&held, ct_none());
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* The scale (default 1/sqrt(Dh)). */
@@ -166,7 +164,7 @@ static PyObject *py_attend_step(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "attend_step";
     PyObject *o_q, *o_ck, *o_cv, *o_len, *o_pad = Py_None, *o_scale = Py_None;
     ct_held held = {0};
-    int t, status = 0;
+    int t;
     double scale;
     if (!ct_parse_args(args, kw, "OOOO|OO:attend_step", names, &o_q, &o_ck, &o_cv, &o_len,
                                      &o_pad, &o_scale))
@@ -194,13 +192,9 @@ static PyObject *py_attend_step(PyObject *self, PyObject *args, PyObject *kw)
     npy_intp oshape[3] = {B, H, Dv};
     PyArrayObject *out = ct_empty(&held, t, 3, oshape);
     if (out == NULL) goto fail;
-    CT_DISPATCH_STATUS(status, t, attend_step, PyArray_DATA(out), PyArray_DATA(q),
+    CT_DISPATCH_ALLOC(t, attend_step, PyArray_DATA(out), PyArray_DATA(q),
                        PyArray_DATA(ck), PyArray_DATA(cv), (const int64_t *)PyArray_DATA(len),
                        (const unsigned char *)CT_DATA(pad), scale, B, H, Tmax, Dh, Dv);
-    if (status) {
-        PyErr_NoMemory();
-        goto fail;
-    }
     return ct_finish(&held, ct_ret(out));
 fail:
     return ct_finish(&held, NULL);

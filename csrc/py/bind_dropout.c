@@ -56,7 +56,7 @@ static PyObject *py_dropout_forward(PyObject *self, PyObject *args, PyObject *kw
     if (out == NULL || mask == NULL) goto fail;
     CT_DISPATCH(t, dropout_forward, PyArray_DATA(out), PyArray_DATA(mask), PyArray_DATA(x),
                 PyArray_SIZE(x), p, seed, offset);
-    return ct_finish(&held, Py_BuildValue("(OO)", (PyObject *)out, (PyObject *)mask));
+    return ct_finish(&held, ct_results(2, out, mask));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -78,11 +78,9 @@ static PyObject *py_dropout_backward(PyObject *self, PyObject *args, PyObject *k
     int t = PyArray_TYPE(dout), nd = PyArray_NDIM(dout);
     PyArrayObject *mask = ct_input(&held, o_mask, fn, "mask", NPY_BOOL, nd, nd, 0);
     if (mask == NULL) goto fail;
-    for (int i = 0; i < nd; i++)
-        if (ct_check_dim(mask, fn, "mask", i, PyArray_DIM(dout, i), "dout's shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(dout), -1, 1);
-    if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(dout)))))
-        goto fail;
+    if (ct_check_dims(mask, fn, "mask", nd, PyArray_DIMS(dout), "dout's shape", 0)) goto fail;
+    PyArrayObject *dinp = ct_grad(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(dout), 1);
+    if (dinp == NULL) goto fail;
     CT_DISPATCH(t, dropout_backward, PyArray_DATA(dinp), PyArray_DATA(dout), PyArray_DATA(mask),
                 PyArray_SIZE(dout), p);
     return ct_finish(&held, ct_ret(dinp));

@@ -99,13 +99,12 @@ static PyObject *py_embedding_backward(PyObject *self, PyObject *args, PyObject 
     int nd = PyArray_NDIM(ids);
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", CT_ANY_FLOAT, nd + 1, nd + 1, 0);
     if (dout == NULL) goto fail;
-    for (int i = 0; i < nd; i++)
-        if (ct_check_dim(dout, fn, "dout", i, PyArray_DIM(ids, i), "ids' shape")) goto fail;
+    if (ct_check_dims(dout, fn, "dout", nd, PyArray_DIMS(ids), "ids' shape", 0)) goto fail;
     if (check_ids_in_range(ids, fn, V, "num_embeddings")) goto fail;
     int t = PyArray_TYPE(dout);
     npy_intp D = PyArray_DIM(dout, nd), wshape[2] = {V, D};
-    PyArrayObject *dw = ct_inplace(&held, o_dw, fn, "dweight", t, 2, wshape, -1, 1);
-    if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 2, wshape)))) goto fail;
+    PyArrayObject *dw = ct_grad(&held, o_dw, fn, "dweight", t, 2, wshape, 1);
+    if (dw == NULL) goto fail;
     CT_DISPATCH(t, embedding_backward, PyArray_DATA(dw), PyArray_DATA(dout), PyArray_DATA(ids),
                 PyArray_SIZE(ids), D, pad);
     return ct_finish(&held, ct_ret(dw));

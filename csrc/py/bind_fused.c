@@ -22,21 +22,6 @@ static int vector_arg(ct_held *held, PyObject *obj, const char *fn, const char *
     return ct_check_dim(*out, fn, arg, 0, N, "inp.shape[-1]");
 }
 
-/* `a` has exactly the shape of `ref`, else ValueError naming the first bad axis. */
-static int same_shape(PyArrayObject *a, PyArrayObject *ref, const char *fn, const char *arg,
-                      const char *ref_arg)
-{
-    int nd = PyArray_NDIM(ref);
-    if (PyArray_NDIM(a) != nd) {
-        PyErr_Format(PyExc_ValueError, "%s: %s must have %d dimensions (like %s), got %d", fn, arg,
-                     nd, ref_arg, PyArray_NDIM(a));
-        return -1;
-    }
-    for (int ax = 0; ax < nd; ax++)
-        if (ct_check_dim(a, fn, arg, ax, PyArray_DIM(ref, ax), ref_arg)) return -1;
-    return 0;
-}
-
 /* bias_act_forward(inp (..., N), bias (N) | None, act="relu") -> out (..., N) */
 static PyObject *py_bias_act_forward(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -79,19 +64,17 @@ static PyObject *py_bias_act_backward(PyObject *self, PyObject *args, PyObject *
     npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);
     if (vector_arg(&held, o_b, fn, "bias", t, N, &b)) goto fail;
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, 1, -1, 0);
-    if (dout == NULL || same_shape(dout, inp, fn, "dout", "inp.shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
-    if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(inp)))))
-        goto fail;
+    if (dout == NULL || ct_check_dims(dout, fn, "dout", PyArray_NDIM(inp), PyArray_DIMS(inp), "inp.shape", 1)) goto fail;
+    PyArrayObject *dinp = ct_grad(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), 1);
+    if (dinp == NULL) goto fail;
     PyArrayObject *db = NULL;
     if (b != NULL) {
-        db = ct_inplace(&held, o_db, fn, "dbias", t, 1, PyArray_DIMS(b), -1, 1);
-        if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, PyArray_DIMS(b)))))
-            goto fail;
+        db = ct_grad(&held, o_db, fn, "dbias", t, 1, PyArray_DIMS(b), 1);
+        if (db == NULL) goto fail;
     }
     CT_DISPATCH(t, bias_act_backward, PyArray_DATA(dinp), CT_DATA(db), PyArray_DATA(dout),
                 PyArray_DATA(inp), CT_DATA(b), act, M, N);
-    return ct_finish(&held, Py_BuildValue("(OO)", (PyObject *)dinp, db ? (PyObject *)db : Py_None));
+    return ct_finish(&held, ct_results(2, dinp, db));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -119,7 +102,7 @@ static PyObject *py_add_layernorm_forward(PyObject *self, PyObject *args, PyObje
     int t = PyArray_TYPE(inp), nd = PyArray_NDIM(inp);
     npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);
     PyArrayObject *res = ct_input(&held, o_res, fn, "residual", t, 1, -1, 0);
-    if (res == NULL || same_shape(res, inp, fn, "residual", "inp.shape")) goto fail;
+    if (res == NULL || ct_check_dims(res, fn, "residual", PyArray_NDIM(inp), PyArray_DIMS(inp), "inp.shape", 1)) goto fail;
     if (vector_arg(&held, o_w, fn, "weight", t, N, &w) || vector_arg(&held, o_b, fn, "bias", t, N, &b))
         goto fail;
     PyArrayObject *out = ct_empty(&held, t, nd, PyArray_DIMS(inp));
@@ -128,7 +111,7 @@ static PyObject *py_add_layernorm_forward(PyObject *self, PyObject *args, PyObje
     if (!out || !mean || !rstd) goto fail;
     CT_DISPATCH(t, add_layernorm_forward, PyArray_DATA(out), PyArray_DATA(mean), PyArray_DATA(rstd),
                 PyArray_DATA(inp), PyArray_DATA(res), CT_DATA(w), CT_DATA(b), eps, M, N);
-    return ct_finish(&held, Py_BuildValue("(OOO)", (PyObject *)out, (PyObject *)mean, (PyObject *)rstd));
+    return ct_finish(&held, ct_results(3, out, mean, rstd));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -153,9 +136,9 @@ static PyObject *py_add_layernorm_backward(PyObject *self, PyObject *args, PyObj
     int t = PyArray_TYPE(inp), nd = PyArray_NDIM(inp);
     npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);
     PyArrayObject *res = ct_input(&held, o_res, fn, "residual", t, 1, -1, 0);
-    if (res == NULL || same_shape(res, inp, fn, "residual", "inp.shape")) goto fail;
+    if (res == NULL || ct_check_dims(res, fn, "residual", PyArray_NDIM(inp), PyArray_DIMS(inp), "inp.shape", 1)) goto fail;
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, 1, -1, 0);
-    if (dout == NULL || same_shape(dout, inp, fn, "dout", "inp.shape")) goto fail;
+    if (dout == NULL || ct_check_dims(dout, fn, "dout", PyArray_NDIM(inp), PyArray_DIMS(inp), "inp.shape", 1)) goto fail;
     if (vector_arg(&held, o_w, fn, "weight", t, N, &w)) goto fail;
     PyArrayObject *mean = ct_input(&held, o_mean, fn, "mean", t, 0, -1, 0);
     PyArrayObject *rstd = mean ? ct_input(&held, o_rstd, fn, "rstd", t, 0, -1, 0) : NULL;
@@ -167,23 +150,21 @@ static PyObject *py_add_layernorm_backward(PyObject *self, PyObject *args, PyObj
         goto fail;
     }
     npy_intp nshape[1] = {N};
-    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), -1, 1);
-    if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(inp)))))
-        goto fail;
+    PyArrayObject *dinp = ct_grad(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), 1);
+    if (dinp == NULL) goto fail;
     PyArrayObject *dw = NULL, *db = NULL;
     if (w != NULL) {
-        dw = ct_inplace(&held, o_dw, fn, "dweight", t, 1, nshape, -1, 1);
-        if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 1, nshape)))) goto fail;
+        dw = ct_grad(&held, o_dw, fn, "dweight", t, 1, nshape, 1);
+        if (dw == NULL) goto fail;
     }
     if (with_bias) {
-        db = ct_inplace(&held, o_db, fn, "dbias", t, 1, nshape, -1, 1);
-        if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, nshape)))) goto fail;
+        db = ct_grad(&held, o_db, fn, "dbias", t, 1, nshape, 1);
+        if (db == NULL) goto fail;
     }
     CT_DISPATCH(t, add_layernorm_backward, PyArray_DATA(dinp), CT_DATA(dw), CT_DATA(db),
                 PyArray_DATA(dout), PyArray_DATA(inp), PyArray_DATA(res), CT_DATA(w),
                 PyArray_DATA(mean), PyArray_DATA(rstd), M, N);
-    return ct_finish(&held, Py_BuildValue("(OOO)", (PyObject *)dinp, dw ? (PyObject *)dw : Py_None,
-                                  db ? (PyObject *)db : Py_None));
+    return ct_finish(&held, ct_results(3, dinp, dw, db));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -198,7 +179,7 @@ static PyObject *py_ff_backward(PyObject *self, PyObject *args, PyObject *kw)
     const char *fn = "ff_backward", *act_name = "relu";
     PyObject *o_dout, *o_x, *o_h, *o_keep, *o_w1, *o_b1, *o_w2;
     double p;
-    int with_b2 = 1, need_dx = 1, status = 0;
+    int with_b2 = 1, need_dx = 1;
     ct_held held = {0};
     if (!ct_parse_args(args, kw, "OOOOdOOO|psp:ff_backward", names, &o_dout, &o_x, &o_h,
                                      &o_keep, &p, &o_w1, &o_b1, &o_w2, &with_b2, &act_name,
@@ -217,15 +198,14 @@ static PyObject *py_ff_backward(PyObject *self, PyObject *args, PyObject *kw)
     int t = PyArray_TYPE(x), nd = PyArray_NDIM(x);
     npy_intp D = PyArray_DIM(x, nd - 1), M = ct_prod(x, 0, nd - 1);
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, 1, -1, 0);
-    if (dout == NULL || same_shape(dout, x, fn, "dout", "x.shape")) goto fail;
+    if (dout == NULL || ct_check_dims(dout, fn, "dout", PyArray_NDIM(x), PyArray_DIMS(x), "x.shape", 1)) goto fail;
     PyArrayObject *h = ct_input(&held, o_h, fn, "h", t, nd, nd, 0);
     if (h == NULL) goto fail;
-    for (int ax = 0; ax < nd - 1; ax++)
-        if (ct_check_dim(h, fn, "h", ax, PyArray_DIM(x, ax), "x.shape")) goto fail;
+    if (ct_check_dims(h, fn, "h", nd - 1, PyArray_DIMS(x), "x.shape", 0)) goto fail;
     npy_intp F = PyArray_DIM(h, nd - 1);
     PyArrayObject *keep = ct_input(&held, o_keep, fn, "keep", NPY_BOOL, 1, -1, 1);
     if (keep == NULL && PyErr_Occurred()) goto fail;
-    if (keep != NULL && same_shape(keep, h, fn, "keep", "h.shape")) goto fail;
+    if (keep != NULL && ct_check_dims(keep, fn, "keep", PyArray_NDIM(h), PyArray_DIMS(h), "h.shape", 1)) goto fail;
     PyArrayObject *w1 = ct_input(&held, o_w1, fn, "w1", t, 2, 2, 0);
     if (w1 == NULL || ct_check_dim(w1, fn, "w1", 0, F, "h.shape[-1]") ||
         ct_check_dim(w1, fn, "w1", 1, D, "x.shape[-1]"))
@@ -244,26 +224,14 @@ static PyObject *py_ff_backward(PyObject *self, PyObject *args, PyObject *kw)
     npy_intp dshape[1] = {D};
     PyArrayObject *db2 = with_b2 ? ct_zeros(&held, t, 1, dshape) : NULL;
     if ((need_dx && !dx) || !dw1 || (b1 && !db1) || !dw2 || (with_b2 && !db2)) goto fail;
-    CT_DISPATCH_STATUS(status, t, ff_backward, CT_DATA(dx), PyArray_DATA(dw1), CT_DATA(db1),
+    CT_DISPATCH_ALLOC(t, ff_backward, CT_DATA(dx), PyArray_DATA(dw1), CT_DATA(db1),
                        PyArray_DATA(dw2), CT_DATA(db2), PyArray_DATA(dout), PyArray_DATA(x),
                        PyArray_DATA(h), (const uint8_t *)CT_DATA(keep), p, PyArray_DATA(w1),
                        CT_DATA(b1), PyArray_DATA(w2), act, M, D, F);
-    if (status) {
-        PyErr_NoMemory();
-        goto fail;
-    }
     PyArrayObject *res[5] = {dx, dw1, db1, dw2, db2};
-    PyObject *ret = PyTuple_New(5);
-    for (int i = 0; ret != NULL && i < 5; i++) {
-        PyObject *item = res[i] ? (PyObject *)res[i] : Py_None;
-        Py_INCREF(item);
-        PyTuple_SET_ITEM(ret, i, item);
-    }
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, ct_results(5, res[0], res[1], res[2], res[3], res[4]));
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 PyMethodDef ct_methods_fused[] = {

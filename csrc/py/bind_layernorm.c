@@ -2,15 +2,6 @@
 #include "ct_py.h"
 #include "../layernorm.h"
 
-/* a.shape[:ndim] == ref.shape[:ndim] (a has exactly ndim dims), else ValueError. */
-static int check_shape_prefix(PyArrayObject *a, PyArrayObject *ref, int ndim, const char *fn,
-                              const char *arg, const char *what)
-{
-    for (int i = 0; i < ndim; i++)
-        if (ct_check_dim(a, fn, arg, i, PyArray_DIM(ref, i), what)) return -1;
-    return 0;
-}
-
 /* An optional (D) parameter vector of dtype t. */
 static PyArrayObject *vector_arg(ct_held *held, PyObject *obj, const char *fn, const char *arg,
                                  int t, npy_intp D)
@@ -52,7 +43,7 @@ static PyObject *py_layernorm_forward(PyObject *self, PyObject *args, PyObject *
     if (out == NULL || mean == NULL || rstd == NULL) goto fail;
     CT_DISPATCH(t, layernorm_forward, PyArray_DATA(out), PyArray_DATA(mean), PyArray_DATA(rstd),
                 PyArray_DATA(x), CT_DATA(w), CT_DATA(b), N, D, eps);
-    return ct_finish(&held, Py_BuildValue("(OOO)", (PyObject *)out, (PyObject *)mean, (PyObject *)rstd));
+    return ct_finish(&held, ct_results(3, out, mean, rstd));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -79,36 +70,34 @@ static PyObject *py_layernorm_backward(PyObject *self, PyObject *args, PyObject 
     int t = PyArray_TYPE(x), nd = PyArray_NDIM(x);
     npy_intp N = ct_prod(x, 0, nd - 1), D = PyArray_DIM(x, nd - 1);
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, nd, nd, 0);
-    if (dout == NULL || check_shape_prefix(dout, x, nd, fn, "dout", "x's shape")) goto fail;
+    if (dout == NULL || ct_check_dims(dout, fn, "dout", nd, PyArray_DIMS(x), "x's shape", 0)) goto fail;
     PyArrayObject *w = vector_arg(&held, o_w, fn, "weight", t, D);
     if (PyErr_Occurred()) goto fail;
     PyArrayObject *mean = ct_input(&held, o_mean, fn, "mean", t, nd - 1, nd - 1, 0);
-    if (mean == NULL || check_shape_prefix(mean, x, nd - 1, fn, "mean", "x.shape[:-1]")) goto fail;
+    if (mean == NULL || ct_check_dims(mean, fn, "mean", nd - 1, PyArray_DIMS(x), "x.shape[:-1]", 0)) goto fail;
     PyArrayObject *rstd = ct_input(&held, o_rstd, fn, "rstd", t, nd - 1, nd - 1, 0);
-    if (rstd == NULL || check_shape_prefix(rstd, x, nd - 1, fn, "rstd", "x.shape[:-1]")) goto fail;
+    if (rstd == NULL || ct_check_dims(rstd, fn, "rstd", nd - 1, PyArray_DIMS(x), "x.shape[:-1]", 0)) goto fail;
 
     npy_intp dshape[1] = {D};
     PyArrayObject *dinp = NULL, *dw = NULL, *db = NULL;
     if (need_dinp) {
-        dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(x), -1, 1);
-        if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(x)))))
-            goto fail;
+        dinp = ct_grad(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(x), 1);
+        if (dinp == NULL) goto fail;
     }
     if (w != NULL) {
-        dw = ct_inplace(&held, o_dw, fn, "dweight", t, 1, dshape, -1, 1);
-        if (dw == NULL && (PyErr_Occurred() || !(dw = ct_zeros(&held, t, 1, dshape)))) goto fail;
+        dw = ct_grad(&held, o_dw, fn, "dweight", t, 1, dshape, 1);
+        if (dw == NULL) goto fail;
     } else if (o_dw != Py_None) {
         PyErr_Format(PyExc_ValueError, "%s: dweight must be None when weight is None, got an array", fn);
         goto fail;
     }
     if (with_bias) {
-        db = ct_inplace(&held, o_db, fn, "dbias", t, 1, dshape, -1, 1);
-        if (db == NULL && (PyErr_Occurred() || !(db = ct_zeros(&held, t, 1, dshape)))) goto fail;
+        db = ct_grad(&held, o_db, fn, "dbias", t, 1, dshape, 1);
+        if (db == NULL) goto fail;
     }
     CT_DISPATCH(t, layernorm_backward, CT_DATA(dinp), CT_DATA(dw), CT_DATA(db), PyArray_DATA(dout),
                 PyArray_DATA(x), CT_DATA(w), PyArray_DATA(mean), PyArray_DATA(rstd), N, D);
-    return ct_finish(&held, Py_BuildValue("(OOO)", dinp ? (PyObject *)dinp : Py_None,
-                                  dw ? (PyObject *)dw : Py_None, db ? (PyObject *)db : Py_None));
+    return ct_finish(&held, ct_results(3, dinp, dw, db));
 fail:
     return ct_finish(&held, NULL);
 }

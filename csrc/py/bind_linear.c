@@ -31,15 +31,6 @@ fail:
     return ct_finish(&held, NULL);
 }
 
-/* A gradient buffer: the caller's array (checked, accumulated into), or a
- * fresh one, zeroed only when it will be accumulated into. */
-static PyArrayObject *grad_buffer(ct_held *held, PyObject *given_obj, const char *fn, const char *arg,
-                                  int t, int nd, const npy_intp *shape, int accumulate)
-{
-    if (given_obj != Py_None) return ct_inplace(held, given_obj, fn, arg, t, nd, shape, -1, 0);
-    return accumulate ? ct_zeros(held, t, nd, shape) : ct_empty(held, t, nd, shape);
-}
-
 /* linear_backward(dout (..., N), inp (..., K), weight (N, K), with_bias=True,
  *                 need_dinp=True, dinp=None, dweight=None, dbias=None)
  *   -> (dinp | None, dweight, dbias | None); given arrays are accumulated into. */
@@ -63,9 +54,9 @@ static PyObject *py_linear_backward(PyObject *self, PyObject *args, PyObject *kw
     npy_intp K = PyArray_DIM(w, 1), N = PyArray_DIM(w, 0), M = ct_prod(inp, 0, nd - 1);
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, nd, nd, 0);
     if (dout == NULL) goto fail;
-    for (int i = 0; i < nd - 1; i++)
-        if (ct_check_dim(dout, fn, "dout", i, PyArray_DIM(inp, i), "inp's leading dims")) goto fail;
-    if (ct_check_dim(dout, fn, "dout", -1, N, "weight.shape[0]")) goto fail;
+    if (ct_check_dims(dout, fn, "dout", nd - 1, PyArray_DIMS(inp), "inp's leading dims", 0) ||
+        ct_check_dim(dout, fn, "dout", -1, N, "weight.shape[0]"))
+        goto fail;
 
     /* Given buffers are accumulated into.  When none is given the fresh
      * buffers are written, not accumulated (no zero-fill needed); when only
@@ -73,14 +64,13 @@ static PyObject *py_linear_backward(PyObject *self, PyObject *args, PyObject *kw
     int given = (need_dinp && o_dinp != Py_None) || o_dw != Py_None || (with_bias && o_db != Py_None);
     npy_intp nshape[1] = {N};
     PyArrayObject *dinp = NULL, *dw, *db = NULL;
-    if (need_dinp && !(dinp = grad_buffer(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), given)))
+    if (need_dinp && !(dinp = ct_grad(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(inp), given)))
         goto fail;
-    if (!(dw = grad_buffer(&held, o_dw, fn, "dweight", t, 2, PyArray_DIMS(w), given))) goto fail;
-    if (with_bias && !(db = grad_buffer(&held, o_db, fn, "dbias", t, 1, nshape, given))) goto fail;
+    if (!(dw = ct_grad(&held, o_dw, fn, "dweight", t, 2, PyArray_DIMS(w), given))) goto fail;
+    if (with_bias && !(db = ct_grad(&held, o_db, fn, "dbias", t, 1, nshape, given))) goto fail;
     CT_DISPATCH(t, linear_backward, CT_DATA(dinp), PyArray_DATA(dw), CT_DATA(db),
                 PyArray_DATA(dout), PyArray_DATA(inp), PyArray_DATA(w), M, K, N, given);
-    return ct_finish(&held, Py_BuildValue("(OOO)", dinp ? (PyObject *)dinp : Py_None, (PyObject *)dw,
-                                  db ? (PyObject *)db : Py_None));
+    return ct_finish(&held, ct_results(3, dinp, dw, db));
 fail:
     return ct_finish(&held, NULL);
 }
@@ -151,12 +141,11 @@ static PyObject *py_bmm_backward(PyObject *self, PyObject *args, PyObject *kw)
         ct_check_dim(dout, fn, "dout", 2, N, "b.shape[2]"))
         goto fail;
     PyArrayObject *da = NULL, *db = NULL;
-    if (need_da && !(da = ct_zeros(&held, t, 3, PyArray_DIMS(a)))) goto fail;
-    if (need_db && !(db = ct_zeros(&held, t, 3, PyArray_DIMS(b)))) goto fail;
+    if (need_da && !(da = ct_grad_like(&held, NULL, fn, "da", a))) goto fail;
+    if (need_db && !(db = ct_grad_like(&held, NULL, fn, "db", b))) goto fail;
     CT_DISPATCH(t, bmm_backward, CT_DATA(da), CT_DATA(db), PyArray_DATA(dout), PyArray_DATA(a),
                 PyArray_DATA(b), batch, sa, sb, M, K, N);
-    return ct_finish(&held, Py_BuildValue("(OO)", da ? (PyObject *)da : Py_None,
-                                  db ? (PyObject *)db : Py_None));
+    return ct_finish(&held, ct_results(2, da, db));
 fail:
     return ct_finish(&held, NULL);
 }

@@ -37,9 +37,8 @@ static PyArrayObject *grad_like(ct_held *held, PyObject *obj, PyArrayObject *par
 {
     int nd = PyArray_NDIM(param);
     PyArrayObject *grad = ct_input(held, obj, fn, "grad", PyArray_TYPE(param), nd, nd, 0);
-    if (grad == NULL) return NULL;
-    for (int i = 0; i < nd; i++)
-        if (ct_check_dim(grad, fn, "grad", i, PyArray_DIM(param, i), "param's shape")) return NULL;
+    if (grad == NULL || ct_check_dims(grad, fn, "grad", nd, PyArray_DIMS(param), "param's shape", 0))
+        return NULL;
     return grad;
 }
 
@@ -71,7 +70,7 @@ static PyObject *py_sgd_step(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     PyArrayObject *param = ct_inplace(&held, o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
-    if (param == NULL) return NULL;
+    if (param == NULL) goto fail;
     PyArrayObject *grad = grad_like(&held, o_grad, param, fn);
     if (grad == NULL) goto fail;
     PyArrayObject *buf = state_like(&held, o_buf, param, fn, "momentum_buffer", momentum == 0);
@@ -79,11 +78,9 @@ static PyObject *py_sgd_step(PyObject *self, PyObject *args, PyObject *kw)
     CT_DISPATCH(PyArray_TYPE(param), sgd_step, PyArray_DATA(param), PyArray_DATA(grad),
                 CT_DATA(buf), PyArray_SIZE(param), lr, momentum, dampening, nesterov,
                 weight_decay, maximize, first_step);
-    ct_release(&held);
-    Py_RETURN_NONE;
+    return ct_finish(&held, ct_none());
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 /* adam_step(param, grad, exp_avg, exp_avg_sq, step, lr=1e-3, beta1=0.9, beta2=0.999,
@@ -110,7 +107,7 @@ static PyObject *py_adam_step(PyObject *self, PyObject *args, PyObject *kw)
         check_range(weight_decay, fn, "weight_decay", 0, 0, 0, 0))
         return NULL;
     PyArrayObject *param = ct_inplace(&held, o_param, fn, "param", CT_ANY_FLOAT, 0, NULL, -1, 0);
-    if (param == NULL) return NULL;
+    if (param == NULL) goto fail;
     PyArrayObject *grad = grad_like(&held, o_grad, param, fn);
     if (grad == NULL) goto fail;
     PyArrayObject *m = state_like(&held, o_m, param, fn, "exp_avg", 0);
@@ -121,11 +118,9 @@ static PyObject *py_adam_step(PyObject *self, PyObject *args, PyObject *kw)
     CT_DISPATCH(PyArray_TYPE(param), adam_step, PyArray_DATA(param), PyArray_DATA(grad),
                 PyArray_DATA(m), PyArray_DATA(v), CT_DATA(vmax), PyArray_SIZE(param),
                 (int64_t)step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize);
-    ct_release(&held);
-    Py_RETURN_NONE;
+    return ct_finish(&held, ct_none());
 fail:
-    ct_release(&held);
-    return NULL;
+    return ct_finish(&held, NULL);
 }
 
 static int check_norm_type(double norm_type, const char *fn)

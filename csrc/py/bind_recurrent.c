@@ -22,18 +22,6 @@ static int parse_mode(PyObject *obj, const char *fn)
     return -1;
 }
 
-/* a.shape == (d0, d1), else ValueError quoting the expected shape (as torch does). */
-static int check_shape2(PyArrayObject *a, const char *fn, const char *arg, npy_intp d0,
-                        npy_intp d1, const char *what)
-{
-    if (PyArray_NDIM(a) == 2 && PyArray_DIM(a, 0) == d0 && PyArray_DIM(a, 1) == d1) return 0;
-    PyObject *got = PyObject_GetAttrString((PyObject *)a, "shape");
-    PyErr_Format(PyExc_ValueError, "%s: %s must have shape (%zd, %zd) %s, got %R", fn, arg,
-                 (Py_ssize_t)d0, (Py_ssize_t)d1, what, got);
-    Py_XDECREF(got);
-    return -1;
-}
-
 /* The arrays and sizes shared by every recurrent binding. */
 typedef struct {
     PyArrayObject *x, *h0, *c0, *w_ih, *w_hh, *b_ih, *b_hh, *lengths;
@@ -86,7 +74,7 @@ static int parse_state(ct_held *held, rnn_args *a, const rnn_objs *o, const char
     const char *h_name = o->cell ? "h" : "h0", *c_name = o->cell ? "c" : "c0";
     npy_intp B = a->shape.B, H = a->shape.H;
     a->h0 = ct_input(held, o->h0, fn, h_name, a->typenum, 0, -1, 1);
-    if (PyErr_Occurred() || (a->h0 && check_shape2(a->h0, fn, h_name, B, H, "(batch, hidden)")))
+    if (PyErr_Occurred() || (a->h0 && ct_check_shape(a->h0, fn, h_name, 2, (npy_intp[2]){B, H}, "(batch, hidden)")))
         return -1;
     if (a->shape.mode != CT_LSTM && o->c0 != NULL && o->c0 != Py_None) {
         PyErr_Format(PyExc_ValueError, "%s: %s must be None for mode '%s' (only lstm has a cell "
@@ -94,7 +82,7 @@ static int parse_state(ct_held *held, rnn_args *a, const rnn_objs *o, const char
         return -1;
     }
     a->c0 = ct_input(held, o->c0, fn, c_name, a->typenum, 0, -1, 1);
-    if (PyErr_Occurred() || (a->c0 && check_shape2(a->c0, fn, c_name, B, H, "(batch, hidden)")))
+    if (PyErr_Occurred() || (a->c0 && ct_check_shape(a->c0, fn, c_name, 2, (npy_intp[2]){B, H}, "(batch, hidden)")))
         return -1;
     return 0;
 }
@@ -135,7 +123,7 @@ static PyArrayObject *grad_state(ct_held *held, PyObject *obj, const char *fn, c
                                  const rnn_args *a)
 {
     PyArrayObject *g = ct_input(held, obj, fn, arg, a->typenum, 0, -1, 1);
-    if (g && check_shape2(g, fn, arg, a->shape.B, a->shape.H, "(batch, hidden)")) return NULL;
+    if (g && ct_check_shape(g, fn, arg, 2, (npy_intp[2]){a->shape.B, a->shape.H}, "(batch, hidden)")) return NULL;
     return g;
 }
 
@@ -152,15 +140,14 @@ static PyObject *run_forward(ct_held *held, rnn_args *a, const char *fn, int cel
     PyArrayObject *saved = ct_empty(held, t, 1, saved_size);
     if (out == NULL || (!cell && h_n == NULL) || (lstm && c_n == NULL) || saved == NULL)
         return NULL;
-    int status;
-    CT_DISPATCH_STATUS(status, t, rnn_forward, PyArray_DATA(out), CT_DATA(h_n), CT_DATA(c_n),
+    CT_DISPATCH_ALLOC(t, rnn_forward, PyArray_DATA(out), CT_DATA(h_n), CT_DATA(c_n),
                        PyArray_DATA(saved), PyArray_DATA(a->x), CT_DATA(a->h0), CT_DATA(a->c0),
                        PyArray_DATA(a->w_ih), PyArray_DATA(a->w_hh), CT_DATA(a->b_ih),
                        CT_DATA(a->b_hh), s);
-    if (status) return PyErr_NoMemory();
-    PyObject *c_obj = c_n ? (PyObject *)c_n : Py_None;
-    if (cell) return Py_BuildValue("(OOO)", (PyObject *)out, c_obj, (PyObject *)saved);
-    return Py_BuildValue("(OOOO)", (PyObject *)out, (PyObject *)h_n, c_obj, (PyObject *)saved);
+    if (cell) return ct_results(3, out, c_n, saved);
+    return ct_results(4, out, h_n, c_n, saved);
+fail:
+    return NULL;
 }
 
 /* rnn_forward(x (T, B, I), h0 (B, H) | None, w_ih (G*H, I), w_hh (G*H, H),
@@ -178,9 +165,7 @@ static PyObject *py_rnn_forward(PyObject *self, PyObject *args, PyObject *kw)
                                      &o.w_hh, &o.b_ih, &o.b_hh, &o.mode, &o.c0, &o.lengths,
                                      &o.reverse))
         return NULL;
-    PyObject *ret = parse_common(&held, &a, &o, fn) ? NULL : run_forward(&held, &a, fn, 0);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, parse_common(&held, &a, &o, fn) ? NULL : run_forward(&held, &a, fn, 0));
 }
 
 /* rnn_cell_forward(x (B, I), h (B, H) | None, w_ih, w_hh, b_ih | None, b_hh | None,
@@ -195,9 +180,7 @@ static PyObject *py_rnn_cell_forward(PyObject *self, PyObject *args, PyObject *k
     if (!ct_parse_args(args, kw, "OOOOOOO|O:rnn_cell_forward", names, &o.x, &o.h0, &o.w_ih, &o.w_hh,
                                      &o.b_ih, &o.b_hh, &o.mode, &o.c0))
         return NULL;
-    PyObject *ret = parse_common(&held, &a, &o, fn) ? NULL : run_forward(&held, &a, fn, 1);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, parse_common(&held, &a, &o, fn) ? NULL : run_forward(&held, &a, fn, 1));
 }
 
 /* The gradients of a backward call, all zero-initialised (the kernel accumulates). */
@@ -205,27 +188,26 @@ typedef struct {
     PyArrayObject *dx, *dh0, *dc0, *dw_ih, *dw_hh, *db_ih, *db_hh;
 } rnn_grads;
 
-static int alloc_grads(ct_held *held, rnn_grads *g, const rnn_args *a, int need_dx)
+/* Bias gradients for the biases given (cell) or, with_bias, for both. */
+static int alloc_grads(ct_held *held, rnn_grads *g, const rnn_args *a, int need_dx, int with_bias)
 {
     int t = a->typenum;
-    npy_intp state_shape[2] = {a->shape.B, a->shape.H};
+    npy_intp state_shape[2] = {a->shape.B, a->shape.H}, gates[1] = {PyArray_DIM(a->w_ih, 0)};
     memset(g, 0, sizeof *g);
-    if (need_dx && !(g->dx = ct_zeros(held, t, PyArray_NDIM(a->x), PyArray_DIMS(a->x)))) return -1;
+    if (need_dx && !(g->dx = ct_grad_like(held, NULL, "", "dx", a->x))) return -1;
     if (!(g->dh0 = ct_zeros(held, t, 2, state_shape))) return -1;
     if (a->shape.mode == CT_LSTM && !(g->dc0 = ct_zeros(held, t, 2, state_shape))) return -1;
-    if (!(g->dw_ih = ct_zeros(held, t, 2, PyArray_DIMS(a->w_ih)))) return -1;
-    if (!(g->dw_hh = ct_zeros(held, t, 2, PyArray_DIMS(a->w_hh)))) return -1;
-    if (a->b_ih && !(g->db_ih = ct_zeros(held, t, 1, PyArray_DIMS(a->b_ih)))) return -1;
-    if (a->b_hh && !(g->db_hh = ct_zeros(held, t, 1, PyArray_DIMS(a->b_hh)))) return -1;
+    if (!(g->dw_ih = ct_grad_like(held, NULL, "", "dw_ih", a->w_ih))) return -1;
+    if (!(g->dw_hh = ct_grad_like(held, NULL, "", "dw_hh", a->w_hh))) return -1;
+    if ((with_bias || a->b_ih) && !(g->db_ih = ct_zeros(held, t, 1, gates))) return -1;
+    if ((with_bias || a->b_hh) && !(g->db_hh = ct_zeros(held, t, 1, gates))) return -1;
     return 0;
 }
-
-static PyObject *opt(PyArrayObject *a) { return a ? (PyObject *)a : Py_None; }
 
 /* Check dout / dh_n / dc_n / saved, run the backward kernel, build the result tuple. */
 static PyObject *run_backward(ct_held *held, rnn_args *a, const char *fn, int cell,
                               PyObject *o_dout, PyObject *o_dh_n, PyObject *o_dc_n,
-                              PyObject *o_saved, int need_dx)
+                              PyObject *o_saved, int need_dx, int with_bias)
 {
     ct_rnn_shape *s = &a->shape;
     int t = a->typenum;
@@ -254,40 +236,40 @@ static PyObject *run_backward(ct_held *held, rnn_args *a, const char *fn, int ce
                                       "the size rnn_forward returns for these shapes"))
         return NULL;
     rnn_grads g;
-    if (alloc_grads(held, &g, a, need_dx)) return NULL;
-    int status;
-    CT_DISPATCH_STATUS(status, t, rnn_backward, CT_DATA(g.dx), PyArray_DATA(g.dh0),
+    if (alloc_grads(held, &g, a, need_dx, with_bias)) return NULL;
+    CT_DISPATCH_ALLOC(t, rnn_backward, CT_DATA(g.dx), PyArray_DATA(g.dh0),
                        CT_DATA(g.dc0), PyArray_DATA(g.dw_ih), PyArray_DATA(g.dw_hh),
                        CT_DATA(g.db_ih), CT_DATA(g.db_hh), CT_DATA(dout), CT_DATA(dh_n),
                        CT_DATA(dc_n), PyArray_DATA(a->x), PyArray_DATA(a->w_ih),
                        PyArray_DATA(a->w_hh), PyArray_DATA(saved), s);
-    if (status) return PyErr_NoMemory();
-    return Py_BuildValue("(OOOOOOO)", opt(g.dx), (PyObject *)g.dh0, opt(g.dc0),
-                         (PyObject *)g.dw_ih, (PyObject *)g.dw_hh, opt(g.db_ih), opt(g.db_hh));
+    return ct_results(7, g.dx, g.dh0, g.dc0, g.dw_ih, g.dw_hh, g.db_ih, g.db_hh);
+fail:
+    return NULL;
 }
 
-/* rnn_backward(dout (T, B, H) | None, dh_n | None, dc_n | None, x, h0, c0, w_ih, w_hh,
- *              b_ih, b_hh, saved, mode, lengths=None, reverse=False, need_dx=True)
+/* rnn_backward(dout (T, B, H) | None, dh_n | None, dc_n | None, x, w_ih, w_hh, saved, mode,
+ *              lengths=None, reverse=False, need_dx=True, with_bias=True)
  *   -> (dx | None, dh0, dc0 | None, dw_ih, dw_hh, db_ih | None, db_hh | None) */
 static PyObject *py_rnn_backward(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"dout", "dh_n", "dc_n", "x", "h0", "c0", "w_ih", "w_hh", "b_ih",
-                            "b_hh", "saved", "mode", "lengths", "reverse", "need_dx", NULL};
+    static char *names[] = {"dout", "dh_n", "dc_n", "x", "w_ih", "w_hh", "saved", "mode",
+                            "lengths", "reverse", "need_dx", "with_bias", NULL};
     const char *fn = "rnn_backward";
     PyObject *o_dout, *o_dh_n, *o_dc_n, *o_saved;
-    rnn_objs o = {.lengths = Py_None, .cell = 0};
-    int need_dx = 1;
+    /* the kernel reads neither the initial state nor the biases */
+    rnn_objs o = {.h0 = Py_None, .c0 = Py_None, .b_ih = Py_None, .b_hh = Py_None,
+                  .lengths = Py_None, .cell = 0};
+    int need_dx = 1, with_bias = 1;
     rnn_args a;
     ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OOOOOOOOOOOO|Opp:rnn_backward", names, &o_dout, &o_dh_n,
-                                     &o_dc_n, &o.x, &o.h0, &o.c0, &o.w_ih, &o.w_hh, &o.b_ih,
-                                     &o.b_hh, &o_saved, &o.mode, &o.lengths, &o.reverse, &need_dx))
+    if (!ct_parse_args(args, kw, "OOOOOOOO|Oppp:rnn_backward", names, &o_dout, &o_dh_n, &o_dc_n,
+                       &o.x, &o.w_ih, &o.w_hh, &o_saved, &o.mode, &o.lengths, &o.reverse,
+                       &need_dx, &with_bias))
         return NULL;
-    PyObject *ret = NULL;
-    if (!parse_common(&held, &a, &o, fn))
-        ret = run_backward(&held, &a, fn, 0, o_dout, o_dh_n, o_dc_n, o_saved, need_dx);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, parse_common(&held, &a, &o, fn)
+                                ? NULL
+                                : run_backward(&held, &a, fn, 0, o_dout, o_dh_n, o_dc_n, o_saved,
+                                               need_dx, with_bias));
 }
 
 /* rnn_cell_backward(dh_new (B, H) | None, dc_new | None, x (B, I), h, c, w_ih, w_hh, b_ih,
@@ -307,18 +289,17 @@ static PyObject *py_rnn_cell_backward(PyObject *self, PyObject *args, PyObject *
                                      &o.c0, &o.w_ih, &o.w_hh, &o.b_ih, &o.b_hh, &o_saved, &o.mode,
                                      &need_dx))
         return NULL;
-    PyObject *ret = NULL;
-    if (!parse_common(&held, &a, &o, fn))
-        ret = run_backward(&held, &a, fn, 1, Py_None, o_dh, o_dc, o_saved, need_dx);
-    ct_release(&held);
-    return ret;
+    return ct_finish(&held, parse_common(&held, &a, &o, fn)
+                                ? NULL
+                                : run_backward(&held, &a, fn, 1, Py_None, o_dh, o_dc, o_saved,
+                                               need_dx, 0));
 }
 
 PyMethodDef ct_methods_recurrent[] = {
     CT_METHOD(rnn_forward, "rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0=None, "
                            "lengths=None, reverse=False) -> (out, h_n, c_n, saved)"),
-    CT_METHOD(rnn_backward, "rnn_backward(dout, dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, "
-                            "saved, mode, lengths=None, reverse=False, need_dx=True) "
+    CT_METHOD(rnn_backward, "rnn_backward(dout, dh_n, dc_n, x, w_ih, w_hh, saved, mode, "
+                            "lengths=None, reverse=False, need_dx=True, with_bias=True) "
                             "-> (dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh)"),
     CT_METHOD(rnn_cell_forward, "rnn_cell_forward(x, h, w_ih, w_hh, b_ih, b_hh, mode, c=None) "
                                 "-> (h_new, c_new, saved)"),

@@ -39,11 +39,9 @@ static PyObject *softmax_like_backward(PyObject *args, PyObject *kw, const char 
     npy_intp N = ct_prod(y, 0, nd - 1), D = PyArray_DIM(y, nd - 1);
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", t, nd, nd, 0);
     if (dout == NULL) goto fail;
-    for (int i = 0; i < nd; i++)
-        if (ct_check_dim(dout, fn, "dout", i, PyArray_DIM(y, i), "y's shape")) goto fail;
-    PyArrayObject *dinp = ct_inplace(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(y), -1, 1);
-    if (dinp == NULL && (PyErr_Occurred() || !(dinp = ct_zeros(&held, t, nd, PyArray_DIMS(y)))))
-        goto fail;
+    if (ct_check_dims(dout, fn, "dout", nd, PyArray_DIMS(y), "y's shape", 0)) goto fail;
+    PyArrayObject *dinp = ct_grad(&held, o_dinp, fn, "dinp", t, nd, PyArray_DIMS(y), 1);
+    if (dinp == NULL) goto fail;
     if (is_log)
         CT_DISPATCH(t, log_softmax_backward, PyArray_DATA(dinp), PyArray_DATA(dout),
                     PyArray_DATA(y), N, D);

@@ -29,14 +29,20 @@
  * Each item also records what it is to the kernel (CT_HELD_*) and, for
  * arguments, its name: the arrays a kernel reads (ct_input) and the arrays
  * it writes in place (ct_inplace) are checked against each other for
- * overlapping memory as they enter (see ct_inplace). */
-#define CT_MAX_HELD 64
+ * overlapping memory as they enter (see ct_inplace).  The list starts in
+ * `first` and moves to the heap when a call holds more (no fixed ceiling);
+ * `ct_held held = {0};` is an empty list. */
 enum { CT_HELD_OWNED = 0, CT_HELD_INPUT = 1, CT_HELD_INPLACE = 2 };
 typedef struct {
-    PyObject *items[CT_MAX_HELD];
-    const char *names[CT_MAX_HELD];
-    unsigned char kinds[CT_MAX_HELD];
-    int count;
+    PyObject *obj;
+    const char *name;
+    unsigned char kind;
+} ct_held_item;
+#define CT_HELD_INLINE 16
+typedef struct {
+    ct_held_item *items; /* first, or a PyMem block */
+    int count, capacity;
+    ct_held_item first[CT_HELD_INLINE];
 } ct_held;
 
 /* The limit of the 32-bit-integer BLAS we link (and of the int loop
@@ -80,9 +86,29 @@ PyArrayObject *ct_inplace(ct_held *held, PyObject *obj, const char *fn, const ch
  * size is (e.g. "inp.shape[-1]").  Negative axis counts from the end. */
 int ct_check_dim(PyArrayObject *a, const char *fn, const char *arg, int axis,
                  npy_intp expected, const char *what);
-/* Same dtype as the reference array, else TypeError. */
-int ct_check_same_dtype(PyArrayObject *a, PyArrayObject *ref, const char *fn,
-                        const char *arg, const char *ref_arg);
+/* The shape checks.  ct_check_dims: a.shape[i] == shape[i] for i < ndim,
+ * else ct_check_dim's message for the first bad axis; with same_ndim, a
+ * must first have exactly ndim dimensions, else
+ *     "fn: arg must have 2 dimensions (like what), got 3".
+ * ct_check_shape: a.shape == shape as a whole, else one message quoting
+ * both, "fn: arg must have shape (3, 4)[ what], got (3, 5)". */
+int ct_check_dims(PyArrayObject *a, const char *fn, const char *arg, int ndim,
+                  const npy_intp *shape, const char *what, int same_ndim);
+int ct_check_shape(PyArrayObject *a, const char *fn, const char *arg, int ndim,
+                   const npy_intp *shape, const char *what);
+/* A gradient the kernel accumulates into (+=): the caller's array `obj`
+ * (checked by ct_inplace: exact shape, C-contiguous, writeable, no overlap
+ * with the call's other arrays), or when obj is None / NULL a new array,
+ * of zeros (zero_fill) or uninitialised (for a kernel told to write rather
+ * than add).  NULL only with an error set.  ct_grad_like: zeros shaped and
+ * typed like `like`. */
+PyArrayObject *ct_grad(ct_held *held, PyObject *obj, const char *fn, const char *arg, int typenum,
+                       int ndim, const npy_intp *shape, int zero_fill);
+PyArrayObject *ct_grad_like(ct_held *held, PyObject *obj, const char *fn, const char *arg,
+                            PyArrayObject *like);
+/* A new tuple of `n` arrays (PyArrayObject *, new references), None for
+ * each NULL: the result of a kernel with optional outputs. */
+PyObject *ct_results(int n, ...);
 /* Every id in [low, high) (ids == ignore are allowed when has_ignore),
  * else IndexError naming the first bad position and value. */
 int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t low,
@@ -108,7 +134,8 @@ int ct_parse_args(PyObject *args, PyObject *kw, const char *format, char **names
 /* Product of a.shape[start:stop]. */
 npy_intp ct_prod(PyArrayObject *a, int start, int stop);
 
-/* Release everything held and return `ret` (NULL on an error path):
+/* The one exit idiom of a binding: everything held is released and `ret`
+ * returned (NULL on an error path):
  *     return ct_finish(&held, ct_ret(out));
  * fail:
  *     return ct_finish(&held, NULL);                                       */
@@ -116,6 +143,13 @@ static inline PyObject *ct_finish(ct_held *held, PyObject *ret)
 {
     ct_release(held);
     return ret;
+}
+
+/* A new reference to None (the result of kernels that only write in place). */
+static inline PyObject *ct_none(void)
+{
+    Py_INCREF(Py_None);
+    return Py_None;
 }
 
 /* Return a new reference to an element held (so it survives ct_release). */
@@ -152,6 +186,17 @@ int ct_fork_guard_install(void);
         if ((typenum) == NPY_FLOAT32) status = CT_CAT(name, _f32)(__VA_ARGS__); \
         else status = CT_CAT(name, _f64)(__VA_ARGS__);                    \
         CT_END_KERNEL                                                     \
+    } while (0)
+
+/* Same, for kernels that can run out of memory: MemoryError and `goto fail`. */
+#define CT_DISPATCH_ALLOC(typenum, name, ...)                              \
+    do {                                                                  \
+        int ct_status_ = 0;                                               \
+        CT_DISPATCH_STATUS(ct_status_, typenum, name, __VA_ARGS__);       \
+        if (ct_status_) {                                                 \
+            PyErr_NoMemory();                                             \
+            goto fail;                                                    \
+        }                                                                 \
     } while (0)
 
 #define CT_DATA(a) ((a) ? PyArray_DATA(a) : NULL)

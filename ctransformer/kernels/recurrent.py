@@ -15,6 +15,7 @@ Modes and gate counts G: ``"rnn_tanh"``, ``"rnn_relu"`` (G = 1), ``"lstm"``
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
@@ -52,23 +53,44 @@ def rnn_forward(x: np.ndarray, h0: Optional[np.ndarray], w_ih: np.ndarray, w_hh:
     return _C.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0, lengths, reverse)
 
 
+def _legacy_rnn_backward_layout(fn):
+    """TEMPORARY (issue 12): also accept the old call layout ``rnn_backward(dout,
+    dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, saved, mode, ...)`` - twelve
+    or more positional arguments - until its callers move to the new one.
+    h0 and c0 are checked and ignored (the kernel never read them); the biases
+    only say which bias gradients to return.  Delete with its callers."""
+    @functools.wraps(fn)
+    def adapter(*args, **kwargs):
+        if len(args) < 12:
+            return fn(*args, **kwargs)
+        dout, dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, saved, mode, *rest = args
+        for name, value in (("h0", h0), ("c0", c0), ("b_ih", b_ih), ("b_hh", b_hh)):
+            if value is not None and not isinstance(value, np.ndarray):
+                raise TypeError(f"rnn_backward: {name} must be a numpy.ndarray or None, got {type(value).__name__}")
+        grads = fn(dout, dh_n, dc_n, x, w_ih, w_hh, saved, mode, *rest,
+                   with_bias=b_ih is not None or b_hh is not None, **kwargs)
+        return grads[:5] + (None if b_ih is None else grads[5], None if b_hh is None else grads[6])
+    return adapter
+
+
+@_legacy_rnn_backward_layout
 def rnn_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray], dc_n: Optional[np.ndarray],
-                 x: np.ndarray, h0: Optional[np.ndarray], c0: Optional[np.ndarray],
-                 w_ih: np.ndarray, w_hh: np.ndarray, b_ih: Optional[np.ndarray],
-                 b_hh: Optional[np.ndarray], saved: np.ndarray, mode: str,
-                 lengths: Optional[np.ndarray] = None, reverse: bool = False, need_dx: bool = True
+                 x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, saved: np.ndarray, mode: str,
+                 lengths: Optional[np.ndarray] = None, reverse: bool = False, need_dx: bool = True,
+                 with_bias: bool = True
                  ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray,
                             np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
     """Gradients of :func:`rnn_forward` (backward through time in C).
 
     dout (T, B, H), dh_n, dc_n (B, H): gradients of the outputs, None = zero.
-    The other arguments as given to / returned by :func:`rnn_forward`.
+    x, w_ih, w_hh, mode, lengths, reverse as given to :func:`rnn_forward`,
+    saved as it returned (the initial state and the biases are not needed).
     Returns (dx (T, B, I) or None when not need_dx, dh0 (B, H), dc0 (B, H)
-    or None (not lstm), dw_ih, dw_hh, db_ih or None, db_hh or None); a bias
-    given as None gets no gradient.
+    or None (not lstm), dw_ih, dw_hh, db_ih, db_hh (G*H) - both None when
+    not with_bias).
     """
-    return _C.rnn_backward(dout, dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, saved, mode,
-                           lengths, reverse, need_dx)
+    return _C.rnn_backward(dout, dh_n, dc_n, x, w_ih, w_hh, saved, mode, lengths, reverse, need_dx,
+                           with_bias)
 
 
 def rnn_cell_forward(x: np.ndarray, h: Optional[np.ndarray], w_ih: np.ndarray, w_hh: np.ndarray,
@@ -302,13 +324,13 @@ def _stack_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray], dc_n
             w = cache.weights[k]
             H = w[1].shape[1]
             d_out_dir = None if d_layer_out is None else d_layer_out[:, :, d * H:(d + 1) * H]
+            w_ih, w_hh, b_ih, b_hh = w
             grads = rnn_backward(d_out_dir, None if dh_n is None else dh_n[k],
-                                 None if dc_n is None else dc_n[k], layer_in,
-                                 None if cache.h0 is None else cache.h0[k],
-                                 None if cache.c0 is None else cache.c0[k], *w, cache.saved[k], mode,
-                                 cache.lengths, reverse=d == 1, need_dx=need_dx or layer > 0)
-            dx_dir, dh0[k], dc0[k] = grads[:3]
-            wgrads[k] = tuple(grads[3:])
+                                 None if dc_n is None else dc_n[k], layer_in, w_ih, w_hh, cache.saved[k],
+                                 mode, cache.lengths, reverse=d == 1, need_dx=need_dx or layer > 0,
+                                 with_bias=b_ih is not None or b_hh is not None)
+            dx_dir, dh0[k], dc0[k], dw_ih, dw_hh, db_ih, db_hh = grads
+            wgrads[k] = (dw_ih, dw_hh, None if b_ih is None else db_ih, None if b_hh is None else db_hh)
             if dx_dir is not None:
                 d_in = dx_dir if d_in is None else d_in + dx_dir
         d_layer_out = d_in
