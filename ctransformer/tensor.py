@@ -20,8 +20,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import autograd as _autograd
-from ._checks import _check_operand, _factory_shape, _int_tuple, _positive_chunks, _view_shape
-from . import kernels as K
+from ._checks import _factory_shape, _int_tuple, _positive_chunks, _view_shape
 from .autograd import (Node, _FREED, _grad_enabled, apply_op, bump_version, run_backward,
                        share_version)
 
@@ -142,8 +141,6 @@ def _sum_to(g: np.ndarray, shape: Tuple[int, ...]) -> np.ndarray:
         g = g.sum(axis=axes)
     return g.reshape(shape)
 
-
-_unbroadcast = _sum_to  # older name
 
 
 def _norm_dim(dim: int, ndim: int, fn: str = "dim") -> int:
@@ -1992,129 +1989,7 @@ def _untensor(data):
 
 
 # ------------------------------------------------------------------ kernel-backed ops
-class _ActivationNode(Node):
-    """relu/tanh/sigmoid/gelu: ``saved`` is the input or the output, as the
-    kernel's backward wants (K.activation_saves_output)."""
-
-    __slots__ = ("saved", "kind")
-    n_out = 1
-    shapes = None
-
-    @property
-    def op(self):
-        return self.kind.capitalize()
-
-    def backward(self, g):
-        return (_act_backward(g, self.saved, self.kind),)
-
-    def _free(self) -> None:
-        self.saved = None
-        self.versions = _FREED
-
-    def saves_array(self, arr: np.ndarray) -> bool:
-        return self.saved is arr
-
-
-_SAVES_OUTPUT = {}
-
-
-def _activation(x: Tensor, kind: str) -> Tensor:
-    """relu / tanh / sigmoid / gelu through the C activation kernel."""
-    xd = x._data
-    if xd.dtype.kind != "f" or xd.dtype == float16:
-        if kind == "relu":
-            return _wrap(np.maximum(xd, np.zeros((), xd.dtype)))
-        return _activation(_wrap(xd.astype(_default_dtype)), kind)
-    out = _act_forward(xd, kind)
-    t = _tnew(Tensor)
-    t._data = out
-    t.grad = None
-    t._idx = 0
-    t._version = None
-    if _grad_enabled[0] and x.requires_grad:
-        n = _nnew(_ActivationNode)
-        p = x._node
-        n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
-        n.dtype = out.dtype
-        n.grad = n.mark = n.retained = None
-        n.versions = ()  # its saved input / output is freed after backward
-        saves = _SAVES_OUTPUT.get(kind)
-        if saves is None:
-            saves = _SAVES_OUTPUT[kind] = K.activation_saves_output(kind)
-        n.saved = out if saves else xd
-        n.kind = kind
-        t.requires_grad = True
-        t._node = n
-    else:
-        t.requires_grad = False
-        t._node = None
-    return t
-
-
-_act_forward = K.activation_forward
-_act_backward = K.activation_backward
-
-
-def _softmax(x: Tensor, dim: int, log: bool) -> Tensor:
-    xd = _float_of(x._data)
-    d = _norm_dim(dim, xd.ndim, "log_softmax" if log else "softmax")
-    last = d == xd.ndim - 1 or xd.ndim == 0
-    moved = xd if last else np.moveaxis(xd, d, -1)
-    fwd, bwd = ((K.log_softmax_forward, K.log_softmax_backward) if log
-                else (K.softmax_forward, K.softmax_backward))
-    y = fwd(moved if moved.ndim else moved.reshape(1)).reshape(moved.shape)
-    out = y if last else np.moveaxis(y, -1, d)
-
-    def backward(g):
-        gm = g if last else np.moveaxis(g, d, -1)
-        dx = bwd(gm if y.ndim else gm.reshape(1), y if y.ndim else y.reshape(1)).reshape(y.shape)
-        return (dx if last else np.moveaxis(dx, -1, d),)
-
-    return _unary(x, out, backward, "LogSoftmax" if log else "Softmax")
-
-
-def matmul(a, b) -> Tensor:
-    """``a @ b`` with torch's rules: 1-D operands are promoted, batch dims
-    broadcast; float products run in our bmm kernel.
-
-    a (..., M, K) or (K,), b (..., K, N) or (K,) -> (broadcast..., M, N)
-    without the promoted dims."""
-    _check_operand("matmul", "input", 1, a)
-    _check_operand("matmul", "other", 2, b)
-    a = a if isinstance(a, Tensor) else tensor(a)
-    b = b if isinstance(b, Tensor) else tensor(b)
-    ad, bd = a._data, b._data
-    if ad.ndim == 0 or bd.ndim == 0:
-        raise RuntimeError(f"matmul: both arguments to matmul need to be at least 1D, but they are "
-                           f"{ad.ndim}D and {bd.ndim}D")
-    if ad.dtype != bd.dtype:
-        raise RuntimeError(f"matmul: expected both operands to have the same dtype, got {ad.dtype} and {bd.dtype}")
-    a2 = ad[None, :] if ad.ndim == 1 else ad
-    b2 = bd[:, None] if bd.ndim == 1 else bd
-    if a2.shape[-1] != b2.shape[-2]:
-        raise RuntimeError(f"matmul: mat1 and mat2 shapes cannot be multiplied "
-                           f"({'x'.join(map(str, a2.shape[-2:]))} and {'x'.join(map(str, b2.shape[-2:]))})")
-    try:
-        np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    except ValueError:
-        raise RuntimeError(f"matmul: batch dimensions {tuple(a2.shape[:-2])} and {tuple(b2.shape[:-2])} "
-                           "do not broadcast") from None
-    if ad.dtype.kind != "f" or ad.dtype == float16:
-        return _wrap(np.asarray(np.matmul(ad, bd)))
-    out = K.matmul_forward(a2, b2)
-    squeeze = ((-2,) if ad.ndim == 1 else ()) + ((-1,) if bd.ndim == 1 else ())
-    final = np.squeeze(out, squeeze) if squeeze else out
-    ra, rb = a.requires_grad, b.requires_grad
-
-    def backward(g):
-        da, db = K.matmul_backward(g.reshape(out.shape), a2, b2, ra, rb)
-        return (None if da is None else da.reshape(ad.shape), None if db is None else db.reshape(bd.shape))
-
-    # what torch saves: a if b needs grad, b if a does (checked against in-place changes)
-    saved = (b,) if not rb else (a,) if not ra else (a, b)
-    return apply_op(final, (a, b), backward, "Matmul", saved=saved)
-
-
+# (ctransformer/ops/<family>.py; imported at the end of this module, which they import)
 def mm(a: Tensor, b: Tensor) -> Tensor:
     return a.mm(b) if isinstance(a, Tensor) else tensor(a).mm(b)
 
@@ -2435,6 +2310,10 @@ def multinomial(probs: Tensor, num_samples: int, replacement: bool = False, gene
         out[i] = g.numpy.choice(len(r), size=num_samples, replace=replacement, p=r)
     return _wrap(out.reshape(p.shape[:-1] + (num_samples,)))
 
+
+from .ops.activation import activation as _activation  # noqa: E402
+from .ops.linear import matmul  # noqa: E402
+from .ops.softmax import softmax as _softmax  # noqa: E402
 
 __all__ = [_n for _n, _v in list(globals().items())
            if not _n.startswith("_") and _n not in ("annotations", "np", "numbers", "warnings", "K", "Any", "List",
