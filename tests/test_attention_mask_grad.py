@@ -191,9 +191,9 @@ def test_fused_path_is_kept_when_no_mask_gradient_and_weights_unused(rng, monkey
     def refuse(*a, **k):
         raise AssertionError("the composite re-run must not be used here")
 
-    import ctransformer.nn.functional_attention as FA
-    monkeypatch.setattr(FA, "mha_composite_grads", refuse)
-    monkeypatch.setattr(FA, "sdpa_mask_grad", refuse)
+    import ctransformer.ops.attention as ops_attention
+    monkeypatch.setattr(ops_attention, "mha_composite_grads", refuse)
+    monkeypatch.setattr(ops_attention, "sdpa_mask_grad", refuse)
     m = nn.MultiheadAttention(8, 2)
     x = ct.randn(4, 2, 8, requires_grad=True)
     mask = nn.Transformer.generate_square_subsequent_mask(4)

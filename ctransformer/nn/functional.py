@@ -1,5 +1,6 @@
-"""nn.functional: torch.nn.functional's API, each op one autograd node
-around our C kernels (``ctransformer.kernels``).
+"""nn.functional: torch.nn.functional's API.  This module handles torch's
+arguments (types, dtypes, shapes, legacy options); each kernel-backed op is
+one autograd node in ``ctransformer.ops.<family>``.
 
 Shapes follow torch: ``linear`` x (..., in) -> (..., out); ``cross_entropy``
 input (N, C) or (N, C, d1, ...) or (C,), target (N) / (N, d1, ...) / () of
@@ -12,10 +13,14 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .. import kernels as K
 from ..autograd import apply_op
-from ..random import default_generator
-from ..tensor import Tensor, _activation, int64
+from ..ops import crossentropy as _ce
+from ..ops.activation import activation as _activation
+from ..ops.dropout import dropout as _dropout
+from ..ops.embedding import embedding as _embedding
+from ..ops.layernorm import layer_norm as _layer_norm
+from ..ops.linear import linear as _linear
+from ..tensor import Tensor, _sum_to, int64
 
 __all__ = ["relu", "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "linear", "layer_norm", "embedding",
            "dropout", "cross_entropy", "nll_loss", "mse_loss", "pad", "one_hot", "relu_"]
@@ -29,10 +34,13 @@ def _tensor(x, fn: str, arg: str = "input") -> Tensor:
     return x
 
 
-def _float_tensor(x, fn: str, arg: str = "input") -> Tensor:
+def _float_tensor(x, fn: str, arg: str = "input", verb: str = "be") -> Tensor:
+    """x, when it is a float32 / float64 Tensor.  ``verb``: the message's
+    wording, "be" (``input must be float32 or float64``) or "have dtype"
+    (the attention functions' ``query must have dtype float32 or float64``)."""
     _tensor(x, fn, arg)
     if x._data.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{fn}: {arg} must be float32 or float64, got {x._data.dtype}")
+        raise TypeError(f"{fn}: {arg} must {verb} float32 or float64, got {x._data.dtype}")
     return x
 
 
@@ -108,16 +116,7 @@ def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tens
     if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
         raise RuntimeError(f"linear: mat1 and mat2 shapes cannot be multiplied "
                            f"({'x'.join(map(str, x.shape[-2:] if x.ndim else ()))} and {w.shape[1]}x{w.shape[0]})")
-    out = K.linear_forward(x, w, b)
-    need_dx = input.requires_grad
-
-    def backward(g):
-        dx, dw, db = K.linear_backward(g, x, w, b is not None, need_dx)
-        return dx, dw, db
-
-    # as torch: the input is saved for weight's gradient, the weight for the input's
-    saved = (input if weight.requires_grad else None, weight if need_dx else None)
-    return apply_op(out, (input, weight, bias), backward, "Linear", saved=saved)
+    return _linear(input, weight, bias)
 
 
 # ------------------------------------------------------------------ layer norm
@@ -132,26 +131,13 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Optional[
     if nd == 0 or x.shape[x.ndim - nd:] != shape or x.ndim < nd:
         raise RuntimeError(f"layer_norm: given normalized_shape={list(shape)}, expected input with shape "
                            f"[*, {', '.join(map(str, shape))}], but got input of size {list(x.shape)}")
-    d = int(np.prod(shape))
-    x2 = x.reshape(-1, d)
     w = None if weight is None else weight._data
     b = None if bias is None else bias._data
     for name, arr in (("weight", w), ("bias", b)):
         if arr is not None and (arr.shape != shape or arr.dtype != x.dtype):
             raise RuntimeError(f"layer_norm: {name} must have shape {list(shape)} and dtype {x.dtype}, "
                                f"got {list(arr.shape)} {arr.dtype}")
-    w2 = None if w is None else w.reshape(d)
-    b2 = None if b is None else b.reshape(d)
-    out, mean, rstd = K.layernorm_forward(x2, w2, b2, eps)
-    need_dx = input.requires_grad
-
-    def backward(g):
-        dx, dw, db = K.layernorm_backward(g.reshape(-1, d), x2, w2, mean, rstd, need_dinp=need_dx,
-                                          with_bias=b is not None)
-        return (None if dx is None else dx.reshape(x.shape), None if dw is None else dw.reshape(shape),
-                None if db is None else db.reshape(shape))
-
-    return apply_op(out.reshape(x.shape), (input, weight, bias), backward, "LayerNorm", saved=(input, weight, bias))
+    return _layer_norm(input, shape, weight, bias, eps)
 
 
 # ------------------------------------------------------------------ embedding
@@ -174,12 +160,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
         if not -num <= padding_idx < num:
             raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num}), got {padding_idx}")
         padding_idx = padding_idx % num
-    out = K.embedding_forward(ids, w)
-
-    def backward(g):
-        return (None, K.embedding_backward(g, ids, num, padding_idx))
-
-    return apply_op(out, (input, weight), backward, "Embedding")
+    return _embedding(input, weight, padding_idx)
 
 
 # ------------------------------------------------------------------ dropout
@@ -197,24 +178,11 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         return apply_op(x * 0, (input,), lambda g: (np.zeros_like(g),), "Dropout")  # NaN stays NaN
     _float_tensor(input, "dropout")
-    out, mask = K.dropout_forward(x, p, default_generator.next_seed())
-    return apply_op(out, (input,), lambda g: (K.dropout_backward(g, mask, p),), "Dropout")
+    return _dropout(input, p)
 
 
 # ------------------------------------------------------------------ losses
-def _class_dim_last(x: np.ndarray) -> np.ndarray:
-    """(N, C, d1, ...) -> (N * d1 * ..., C)."""
-    if x.ndim <= 2:
-        return x.reshape(-1, x.shape[-1]) if x.ndim == 2 else x.reshape(1, -1)
-    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
-
-
-def _class_dim_back(g2: np.ndarray, shape: tuple) -> np.ndarray:
-    """Inverse of :func:`_class_dim_last`."""
-    if len(shape) <= 2:
-        return g2.reshape(shape)
-    moved = (shape[0],) + tuple(shape[2:]) + (shape[1],)
-    return np.moveaxis(g2.reshape(moved), -1, 1)
+_class_dim_last, _class_dim_back, _loss_shape = _ce.class_dim_last, _ce.class_dim_back, _ce.loss_shape
 
 
 def _check_targets(x: np.ndarray, t: np.ndarray, fn: str) -> None:
@@ -250,63 +218,12 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     if w is not None and w.shape != (x.shape[0 if x.ndim == 1 else 1],):
         raise ValueError(f"{fn}: weight must have shape ({x.shape[0 if x.ndim == 1 else 1]},), got {tuple(w.shape)}")
     if t.dtype.kind == "f":
-        return _cross_entropy_probs(input, target, w, reduction, label_smoothing)
+        if t.shape != x.shape:
+            raise ValueError(f"cross_entropy: probability target must have the input's shape {tuple(x.shape)}, "
+                             f"got {tuple(t.shape)}")
+        return _ce.cross_entropy_probs(input, target, w, reduction, label_smoothing)
     _check_targets(x, t, fn)
-    x2 = _class_dim_last(x)
-    t2 = t.reshape(-1)
-    loss, lse = K.cross_entropy_forward(x2, t2, ignore_index, label_smoothing, reduction, w)
-    out_shape = _loss_shape(x)
-    if reduction == "none":
-        loss = loss.reshape(out_shape)
-
-    def backward(g):
-        g2 = g.reshape(-1) if reduction == "none" else g
-        d2 = K.cross_entropy_backward(np.asarray(g2, x.dtype), x2, t2, lse, ignore_index,
-                                      label_smoothing, reduction, w)
-        return (_class_dim_back(d2, x.shape), None)
-
-    return apply_op(loss, (input, target), backward, "CrossEntropy")
-
-
-def _cross_entropy_probs(input: Tensor, target: Tensor, w: Optional[np.ndarray], reduction: str,
-                         label_smoothing: float) -> Tensor:
-    """Soft targets: loss_n = -sum_c w_c q_nc log p_nc, q = (1-eps) target + eps / C;
-    'mean' divides by the batch size (torch's rule for probability targets)."""
-    x, t = input._data, target._data
-    if t.shape != x.shape:
-        raise ValueError(f"cross_entropy: probability target must have the input's shape {tuple(x.shape)}, "
-                         f"got {tuple(t.shape)}")
-    x2 = _class_dim_last(x)
-    q = _class_dim_last(t.astype(x.dtype))
-    n, c = x2.shape
-    if label_smoothing:
-        q = q * (1 - label_smoothing) + label_smoothing / c
-    logp = K.log_softmax_forward(np.ascontiguousarray(x2))
-    wq = q if w is None else q * w
-    per_row = -(wq * logp).sum(axis=1)
-    if reduction == "none":
-        loss = per_row.reshape(_loss_shape(x))
-    elif reduction == "sum":
-        loss = np.asarray(per_row.sum(), x.dtype)
-    else:
-        loss = np.asarray(per_row.sum() / max(n, 1), x.dtype)
-    rows = max(n, 1)
-
-    def backward(g):
-        if reduction == "none":
-            scale = g.reshape(-1, 1)
-        elif reduction == "sum":
-            scale = g
-        else:
-            scale = g / rows
-        dlogp = np.ascontiguousarray(-wq * scale, x.dtype)
-        d2 = K.log_softmax_backward(dlogp, logp)
-        dq = None
-        if target.requires_grad:
-            dq = _class_dim_back(-(logp if w is None else logp * w) * scale * (1 - label_smoothing), x.shape)
-        return (_class_dim_back(d2, x.shape), dq)
-
-    return apply_op(loss, (input, target), backward, "CrossEntropy")
+    return _ce.cross_entropy(input, target, w, ignore_index, label_smoothing, reduction)
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
@@ -387,15 +304,6 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
         return (_sum_to(d, x.shape), None if not target.requires_grad else _sum_to(-d, y.shape))
 
     return apply_op(loss, (input, target), backward, "MseLoss", saved=(input, target))
-
-
-def _sum_to(g: np.ndarray, shape: tuple) -> np.ndarray:
-    if g.shape == shape:
-        return g
-    lead = g.ndim - len(shape)
-    g = g.sum(axis=tuple(range(lead))) if lead else g
-    axes = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
-    return g.sum(axis=axes, keepdims=True) if axes else g
 
 
 # ------------------------------------------------------------------ shape helpers

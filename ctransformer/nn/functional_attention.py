@@ -18,11 +18,12 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .. import kernels as K
-from ..autograd import _grad_enabled, apply_op
+from ..autograd import _grad_enabled
+from ..ops.attention import additive as _additive, as_4d as _as_4d, mha as _mha, mha_packed as _mha_packed
+from ..ops.attention import sdpa as _sdpa
 from ..random import default_generator
-from ..tensor import Tensor, _unbroadcast
-from ._attention_grad import dropout_factors, mha_composite, mha_composite_grads, sdpa_mask_grad
+from ..tensor import Tensor
+from .functional import _float_tensor as _float_tensor_any
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -30,11 +31,7 @@ __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 # ---------------------------------------------------------------- helpers
 
 def _float_tensor(x, fn: str, arg: str) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{fn}: {arg} must be a Tensor, got {type(x).__name__}")
-    if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{fn}: {arg} must have dtype float32 or float64, got {x.dtype}")
-    return x
+    return _float_tensor_any(x, fn, arg, verb="have dtype")
 
 
 def _same_dtype(x: Tensor, ref: Tensor, fn: str, arg: str, ref_arg: str) -> None:
@@ -70,13 +67,6 @@ def _dropout_seed(dropout_p: float, fn: str) -> int:
 
 
 # ---------------------------------------------------------------- SDPA
-
-def _as_4d(shape_lead: tuple) -> Tuple[int, int]:
-    """Leading dims (...) folded to the kernel's (B, H)."""
-    if len(shape_lead) == 0:
-        return 1, 1
-    return int(np.prod(shape_lead[:-1], dtype=np.int64)), int(shape_lead[-1])
-
 
 def _sdpa_mask(mask: np.ndarray, lead: tuple, L: int, S: int, fn: str) -> np.ndarray:
     """attn_mask broadcastable to lead + (L, S), in a shape the kernel
@@ -137,30 +127,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if mask is not None:
         mask = _sdpa_mask(mask, lead, L, S, fn)
     seed = _dropout_seed(float(dropout_p), fn)
-    B, H = _as_4d(lead)
-    Ev = v.shape[-1]
-
-    def to4(t: Tensor, n: int, d: int) -> np.ndarray:
-        return np.broadcast_to(t._data, lead + (n, d)).reshape(B, H, n, d)
-
-    q4, k4, v4 = to4(q, L, E), to4(k, S, E), to4(v, S, Ev)
-    opts = dict(mask=mask, is_causal=is_causal, scale=scale, dropout_p=float(dropout_p), seed=seed)
-    out, probs = K.sdpa_forward(q4, k4, v4, **opts)
     mask_t = _grad_mask(attn_mask)  # a learned additive bias: its gradient is d loss / d scores
-
-    def backward(g):
-        g4 = np.ascontiguousarray(g).reshape(B, H, L, Ev)
-        dq, dk, dv = K.sdpa_backward(g4, q4, k4, v4, probs, **opts)
-        grads = (_unbroadcast(dq.reshape(lead + (L, E)), q.shape),
-                 _unbroadcast(dk.reshape(lead + (S, E)), k.shape),
-                 _unbroadcast(dv.reshape(lead + (S, Ev)), v.shape))
-        if mask_t is None:
-            return grads
-        dS = sdpa_mask_grad(g4, q4, k4, v4, mask, scale, float(dropout_p), seed)
-        return grads + (_unbroadcast(dS.reshape(lead + (L, S)), mask_t.shape),)
-
-    parents = (q, k, v) if mask_t is None else (q, k, v, mask_t)
-    return apply_op(out.reshape(lead + (L, Ev)), parents, backward, name="ScaledDotProductAttention", saved=parents)
+    return _sdpa(q, k, v, lead, mask, mask_t, is_causal, scale, float(dropout_p), seed)
 
 
 # ---------------------------------------------------------------- multi-head attention
@@ -201,124 +169,6 @@ def _mha_mask(attn_mask: Optional[np.ndarray], key_padding_mask: Optional[np.nda
         add = np.where(p, dtype.type(-np.inf), dtype.type(0)) if p.dtype == np.bool_ else p
         total = add if total is None else total + add
     return total.astype(dtype, copy=False)
-
-
-def _mha(query: Tensor, key: Tensor, value: Tensor, num_heads: int, q_w: Optional[Tensor],
-         k_w: Optional[Tensor], v_w: Optional[Tensor], in_w: Optional[Tensor], in_b: Optional[Tensor],
-         out_w: Tensor, out_b: Optional[Tensor], mask: Optional[np.ndarray], is_causal: bool,
-         dropout_p: float, need_weights: bool, average_attn_weights: bool, fn: str,
-         grad_masks: Optional["_GradMasks"] = None) -> Tuple[Tensor, Optional[Tensor]]:
-    """Batch-first multi-head attention as ONE autograd op around
-    mha_forward / mha_backward.  query (B, L, E), key (B, S, Ek), value
-    (B, S, Ev); mask in the kernel's polarity.  -> (out (B, L, E), weights
-    (B, L, S) averaged or (B, H, L, S), or None).  Masks that require grad
-    (``grad_masks``) and a gradient on the weights are differentiated
-    through the composite re-run (nn._attention_grad)."""
-    seed = _dropout_seed(dropout_p, fn)
-    arr = lambda t: None if t is None else t._data  # noqa: E731
-    weights = dict(in_proj_weight=arr(in_w), in_proj_bias=arr(in_b))
-    opts = dict(mask=mask, is_causal=is_causal, dropout_p=dropout_p, seed=seed)
-    args = (query._data, key._data, value._data, arr(q_w), arr(k_w), arr(v_w), None, None, None,
-            arr(out_w), arr(out_b), num_heads)
-    out, saved = K.mha_forward(*args, **opts, **weights)
-    attn = None
-    if need_weights:
-        attn = saved.probs.mean(axis=1) if average_attn_weights else saved.probs
-    gm = grad_masks.tensors if grad_masks is not None else ()
-    parents = (query, key, value, q_w, k_w, v_w, in_w, in_b, out_w, out_b) + gm
-    H = num_heads
-
-    def run(qq, kk, vv, qw, kw, vw, iw, ib, ow, ob, *ms):
-        E = qq.shape[-1]
-        w = (qw, kw, vw) if iw is None else (iw[:E], iw[E:2 * E], iw[2 * E:])
-        b = (None, None, None) if ib is None else (ib[:E], ib[E:2 * E], ib[2 * E:])
-        mult = dropout_factors((qq.shape[0], H, qq.shape[1], kk.shape[1]), qq.dtype, dropout_p, seed)
-        return mha_composite(qq, kk, vv, H, w, b, ow, ob, grad_masks.const if grad_masks else _additive(mask),
-                             grad_masks.shaped(ms) if grad_masks else [], is_causal, mult, average_attn_weights)
-
-    def backward(g):
-        g_attn = None
-        if need_weights:
-            g, g_attn = g
-            if not np.any(g_attn):
-                g_attn = None
-        if g_attn is not None or gm:
-            return mha_composite_grads(parents, g, g_attn, run)
-        gr = K.mha_backward(np.ascontiguousarray(g), *args, saved, **opts, **weights)
-        packed = in_w is not None
-        return (gr.query, gr.key, gr.value,
-                None if packed else gr.q_weight, None if packed else gr.k_weight,
-                None if packed else gr.v_weight, gr.in_proj_weight, gr.in_proj_bias,
-                gr.out_weight, gr.out_bias)
-
-    if need_weights:
-        out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention", saved=parents)
-        return out_t, attn_t
-    return apply_op(out, parents, backward, name="MultiheadAttention", saved=parents), None
-
-
-def _mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: Tensor, in_b: Optional[Tensor],
-                out_w: Tensor, out_b: Optional[Tensor], mask: Optional[np.ndarray], is_causal: bool,
-                dropout_p: float, need_weights: bool, average_attn_weights: bool, seq_first: bool, fn: str,
-                grad_masks: Optional["_GradMasks"] = None) -> Tuple[Tensor, Optional[Tensor]]:
-    """Self-attention (``memory`` None: key = value = query) or cross-attention
-    (key = value = memory) with the packed in_proj_weight, as ONE autograd op
-    around mha_packed_forward / mha_packed_backward, in the inputs' own layout
-    (``seq_first``: (L, N, E), no transposes).  Parents: (query, memory,
-    in_w, in_b, out_w, out_b)."""
-    seed = _dropout_seed(dropout_p, fn)
-    arr = lambda t: None if t is None else t._data  # noqa: E731
-    opts = dict(mask=mask, is_causal=is_causal, dropout_p=dropout_p, seed=seed)
-    args = (query._data, arr(memory), in_w._data, arr(in_b), out_w._data, arr(out_b), num_heads)
-    out, saved = K.mha_packed_forward(*args, seq_first=seq_first, **opts)
-    attn = None
-    if need_weights:
-        attn = saved.probs  # before dropout: apply the kernel's own mask (same seed, same flat index)
-        if dropout_p > 0:
-            attn = K.dropout_forward(attn, dropout_p, seed)[0]
-        attn = attn.mean(axis=1) if average_attn_weights else attn
-    gm = grad_masks.tensors if grad_masks is not None else ()
-    parents = (query, memory, in_w, in_b, out_w, out_b) + gm
-    H = num_heads
-
-    def run(qq, mem, iw, ib, ow, ob, *ms):
-        kv = qq if mem is None else mem
-        qb, kvb = (qq.transpose(0, 1), kv.transpose(0, 1)) if seq_first else (qq, kv)
-        E = qb.shape[-1]
-        w = (iw[:E], iw[E:2 * E], iw[2 * E:])
-        b = (None, None, None) if ib is None else (ib[:E], ib[E:2 * E], ib[2 * E:])
-        mult = dropout_factors((qb.shape[0], H, qb.shape[1], kvb.shape[1]), qb.dtype, dropout_p, seed)
-        out, w_attn = mha_composite(qb, kvb, kvb, H, w, b, ow, ob,
-                                    grad_masks.const if grad_masks else _additive(mask),
-                                    grad_masks.shaped(ms) if grad_masks else [], is_causal, mult,
-                                    average_attn_weights)
-        return (out.transpose(0, 1) if seq_first else out), w_attn
-
-    def backward(g):
-        g_attn = None
-        if need_weights:
-            g, g_attn = g
-            if not np.any(g_attn):
-                g_attn = None
-        if g_attn is not None or gm:
-            return mha_composite_grads(parents, g, g_attn, run)
-        gr = K.mha_packed_backward(np.ascontiguousarray(g), *args, saved, seq_first=seq_first, **opts,
-                                   need_dquery=query.requires_grad,
-                                   need_dkv=memory is not None and memory.requires_grad)
-        return gr.query, gr.kv, gr.in_proj_weight, gr.in_proj_bias, gr.out_weight, gr.out_bias
-
-    if need_weights:
-        out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention", saved=parents)
-        return out_t, attn_t
-    return apply_op(out, parents, backward, name="MultiheadAttention", saved=parents), None
-
-
-def _additive(mask: Optional[np.ndarray]) -> Optional[np.ndarray]:
-    """A kernel-polarity mask (bool True = takes part, or float added) as an
-    additive float mask (bool -> 0 / -inf)."""
-    if mask is None or mask.dtype != np.bool_:
-        return mask
-    return np.where(mask, 0.0, -np.inf)
 
 
 class _GradMasks:
@@ -456,17 +306,18 @@ def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: i
     # without one we apply the causal mask (torch raises instead).
     causal = bool(is_causal) and am is None
     p = float(dropout_p) if training else 0.0
+    seed = _dropout_seed(p, fn)
     if in_proj_weight is not None and nd == 3 and k is v:
         # The Transformer layers' case: self- or cross-attention on one packed
         # projection, computed in the inputs' own layout.
         return _mha_packed(q, None if q is k else k, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,
-                           out_proj_bias, mask, causal, p, need_weights, average_attn_weights, not batch_first, fn,
+                           out_proj_bias, mask, causal, p, need_weights, average_attn_weights, not batch_first, seed,
                            gms)
     qb, kb, vb = (_to_batch_first(t, nd, batch_first) for t in (q, k, v))
     out, attn = _mha(qb, kb, vb, num_heads, q_proj_weight if in_proj_weight is None else None,
                      k_proj_weight if in_proj_weight is None else None,
                      v_proj_weight if in_proj_weight is None else None, in_proj_weight, in_proj_bias,
-                     out_proj_weight, out_proj_bias, mask, causal, p, need_weights, average_attn_weights, fn, gms)
+                     out_proj_weight, out_proj_bias, mask, causal, p, need_weights, average_attn_weights, seed, gms)
     out = _from_batch_first(out, nd, batch_first)
     if attn is not None and nd == 2:
         attn = attn.squeeze(0)

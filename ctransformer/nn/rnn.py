@@ -15,9 +15,8 @@ from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
-from .. import kernels as K
-from ..autograd import apply_op, no_grad
-from ..random import default_generator
+from ..autograd import no_grad
+from ..ops.recurrent import NAMES as _NAMES, rnn_cell, rnn_stack
 from ..tensor import Tensor, get_default_dtype
 from .module import Module
 from .parameter import Parameter
@@ -26,7 +25,6 @@ from .utils.rnn_pack import PackedSequence
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
-_NAMES = {"rnn_tanh": "RNN", "rnn_relu": "RNN", "lstm": "LSTM", "gru": "GRU"}
 
 
 def _check_size(name: str, value, minimum: int = 1) -> int:
@@ -219,36 +217,8 @@ class RNNBase(Module):
     def _run(self, x: Tensor, h0: Optional[Tensor], c0: Optional[Tensor], lengths: Optional[np.ndarray],
              batch_first: bool):
         """The one autograd op: (output, h_n, c_n | None)."""
-        flat = self._flat_weights
-        per = 4 if self.bias else 2
-        arrays = [w._data for w in flat]
-        weights = [tuple(arrays[i:i + per]) if self.bias else (arrays[i], arrays[i + 1], None, None)
-                   for i in range(0, len(arrays), per)]
-        training_dropout = self.training and self.dropout > 0 and self.num_layers > 1
-        seed = default_generator.next_seed() if training_dropout else 0
-        out, h_n, c_n, cache = K.rnn_stack_forward(
-            _contiguous(x._data), None if h0 is None else _contiguous(h0._data), weights, self.mode,
-            self.num_layers, self.bidirectional, None if c0 is None else _contiguous(c0._data), self.dropout,
-            training_dropout, seed, lengths, batch_first)
-        lstm = self.mode == "lstm"
-        need_x = x.requires_grad
-
-        def backward(grads):
-            dout, dh_n = grads[0], grads[1]
-            dc_n = grads[2] if lstm else None
-            dx, dh0, dc0, wgrads = K.rnn_stack_backward(dout, dh_n, dc_n, cache, need_dx=need_x)
-            flat_grads = []
-            for g in wgrads:
-                flat_grads += list(g if self.bias else g[:2])
-            return (dx, dh0 if h0 is not None else None, dc0 if c0 is not None else None, *flat_grads)
-
-        outputs = (out, h_n, c_n) if lstm else (out, h_n)
-        res = apply_op(outputs, (x, h0, c0, *flat), backward, _NAMES[self.mode], saved=(x, h0, c0, *flat))
-        return (res[0], res[1], res[2] if lstm else None)
-
-
-def _contiguous(a: np.ndarray) -> np.ndarray:
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+        return rnn_stack(x, h0, c0, self._flat_weights, self.mode, self.num_layers, self.bidirectional, self.bias,
+                         self.dropout, self.training, lengths, batch_first)
 
 
 class RNN(RNNBase):
@@ -354,25 +324,7 @@ class RNNCellBase(Module):
 
     def _step(self, x: Tensor, h: Optional[Tensor], c: Optional[Tensor]):
         """One autograd op: (h', c' | None)."""
-        lstm = self.mode == "lstm"
-        w_ih, w_hh, b_ih, b_hh = self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh
-        arr = lambda t: None if t is None else _contiguous(t._data)
-        xd, hd, cd = arr(x), arr(h), arr(c)
-        wd = (w_ih._data, w_hh._data, arr(b_ih), arr(b_hh))
-        h_new, c_new, saved = K.rnn_cell_forward(xd, hd, *wd, self.mode, cd)
-        need_x = x.requires_grad
-
-        def backward(grads):
-            dh_new = grads[0] if lstm else grads
-            dc_new = grads[1] if lstm else None
-            dx, dh, dc, dw_ih, dw_hh, db_ih, db_hh = K.rnn_cell_backward(
-                dh_new, dc_new, xd, hd, cd, *wd, saved, self.mode, need_x)
-            return (dx, dh if h is not None else None, dc if c is not None else None, dw_ih, dw_hh, db_ih, db_hh)
-
-        parents = (x, h, c, w_ih, w_hh, b_ih, b_hh)
-        if lstm:
-            return apply_op((h_new, c_new), parents, backward, "LSTMCell", saved=parents)
-        return apply_op(h_new, parents, backward, _NAMES[self.mode] + "Cell", saved=parents), None
+        return rnn_cell(x, h, c, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh, self.mode)
 
 
 class RNNCell(RNNCellBase):

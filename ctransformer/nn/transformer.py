@@ -19,9 +19,7 @@ from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 
-from .. import kernels as K
-from ..autograd import apply_op
-from ..random import default_generator
+from ..ops.fused import add_layer_norm, feed_forward
 from ..tensor import Tensor, _as_dtype, get_default_dtype
 from . import functional as F
 from . import init
@@ -33,56 +31,6 @@ __all__ = ["TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEnc
            "Transformer"]
 
 Activation = Union[str, Callable[[Tensor], Tensor]]
-
-
-# ---------------------------------------------------------------- fused ops
-
-def feed_forward(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor],
-                 activation: str = "relu", approximate: str = "none", dropout_p: float = 0.0,
-                 training: bool = True) -> Tensor:
-    """``linear2(dropout(act(linear1(x))))`` as ONE autograd op: x (..., D),
-    w1 (F, D), b1 (F), w2 (D, F), b2 (D) -> (..., D).  activation "relu" or
-    "gelu" (``approximate="tanh"`` for the tanh form); dropout only when
-    training and dropout_p > 0."""
-    xd = x._data
-    h = K.linear_forward(xd, w1._data, None)
-    b1d = None if b1 is None else b1._data
-    a = K.bias_act_forward(h, b1d, activation, approximate)
-    drop = training and dropout_p > 0
-    keep = None
-    if drop:
-        a, keep = K.dropout_forward(a, dropout_p, default_generator.next_seed())
-    y = K.linear_forward(a, w2._data, None if b2 is None else b2._data)
-    del a  # backward recomputes linear2's input from h (and keep): one (..., F) array saved, not two
-    p = dropout_p if drop else 0.0
-
-    def backward(g):
-        dx, dw1, db1, dw2, db2 = K.ff_backward(np.ascontiguousarray(g), xd, h, keep, p, w1._data, b1d, w2._data,
-                                               with_bias2=b2 is not None, act=activation, approximate=approximate,
-                                               need_dx=x.requires_grad)
-        return dx, dw1, db1, dw2, db2
-
-    # backward reads x, w1, b1 (recomputes the activation from h) and w2: all checked against in-place change
-    return apply_op(y, (x, w1, b1, w2, b2), backward, name="FeedForward", saved=(x, w1, b1, w2))
-
-
-def add_layer_norm(inp: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor],
-                   eps: float = 1e-5) -> Tensor:
-    """``layer_norm(inp + residual)`` over the last axis as ONE autograd op
-    (the post-norm residual connection).  inp, residual (..., D)."""
-    if tuple(inp.shape) != tuple(residual.shape):
-        raise ValueError(f"add_layer_norm: residual must have the shape of inp {tuple(inp.shape)}, "
-                         f"got {tuple(residual.shape)}")
-    w = None if weight is None else weight._data
-    out, mean, rstd = K.add_layernorm_forward(inp._data, residual._data, w, None if bias is None else bias._data,
-                                              eps)
-
-    def backward(g):
-        d, dw, db = K.add_layernorm_backward(np.ascontiguousarray(g), inp._data, residual._data, w, mean, rstd,
-                                             with_bias=bias is not None)
-        return d, d, dw, db
-
-    return apply_op(out, (inp, residual, weight, bias), backward, name="AddLayerNorm", saved=(weight, bias))
 
 
 # ---------------------------------------------------------------- helpers

@@ -1,0 +1,185 @@
+"""Tensor methods: reductions (sum, mean, var, max, topk, sort, ...) and softmax along a dim."""
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import numpy as np
+
+from ..autograd import apply_op
+from ._dtypes import _as_dtype, int64
+from ._helpers import _axes, _identity_grad, _MinMax, _norm_dim
+
+# The package ctransformer.tensor: names defined after this module (Tensor, its factories, the
+# kernel-backed ops) are read from it when a function runs, by which time it is complete.
+_T = sys.modules[__package__]
+
+
+class ReductionsMixin:
+    __slots__ = ()  # Tensor keeps its fixed slots
+
+    # ------------------------------------------------------------ reductions
+    def sum(self, dim=None, keepdim: bool = False, dtype=None):
+        x = self._data
+        axis = _axes(dim, x.ndim, "sum")
+        d = _as_dtype(dtype)
+        if d is None and x.dtype.kind in "biu":
+            d = int64
+        out = np.asarray(np.sum(x, axis=axis, keepdims=keepdim, dtype=d))
+        shape = x.shape
+
+        def backward(g):
+            if not keepdim and axis is not None:
+                g = np.expand_dims(g, axis)
+            return (np.broadcast_to(g, shape),)
+
+        return apply_op(out, (self,), backward, "Sum")
+
+    def mean(self, dim=None, keepdim: bool = False, dtype=None):
+        x = self._data
+        d = _as_dtype(dtype)
+        if x.dtype.kind not in "fc" and (d is None or d.kind not in "fc"):
+            raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating "
+                               f"point or complex dtype. Got: {x.dtype}")
+        if d is not None:
+            x = x.astype(d)
+        axis = _axes(dim, x.ndim, "mean")
+        out = np.asarray(np.mean(x, axis=axis, keepdims=keepdim))
+        n = x.size // out.size if out.size else 0
+        shape = x.shape
+
+        def backward(g):
+            if not keepdim and axis is not None:
+                g = np.expand_dims(g, axis)
+            return (np.broadcast_to(g / n if n else g, shape),)
+
+        return apply_op(out, (self,), backward, "Mean")
+
+    def var(self, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None):
+        """Variance with ``correction`` (default 1: unbiased, as torch);
+        ``unbiased=False`` is correction 0."""
+        if isinstance(dim, bool):  # var(unbiased) positional form
+            dim, unbiased = None, dim
+        c = 1 if correction is None and unbiased is None else (
+            correction if correction is not None else int(bool(unbiased)))
+        x = self._data
+        axis = _axes(dim, x.ndim, "var")
+        n = x.size if axis is None else int(np.prod([x.shape[a] for a in axis]))
+        mu = self.mean(dim=axis, keepdim=True)
+        d = self - mu
+        ss = (d * d).sum(dim=axis, keepdim=keepdim)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return ss / float(max(n - c, 0))
+
+    def std(self, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None):
+        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+
+    def _minmax(self, dim, keepdim, np_arg, np_red, name):
+        x = self._data
+        if dim is None:
+            out = np.asarray(np_red(x))
+
+            def backward(g):
+                # torch spreads the gradient evenly over tied extremes
+                hit = x == out
+                return (np.where(hit, g / np.count_nonzero(hit), 0).astype(x.dtype),)
+
+            return apply_op(out, (self,), backward, name)
+        d = _norm_dim(dim, x.ndim, name.lower())
+        if x.ndim == 0:
+            return _MinMax(apply_op(x.copy(), (self,), _identity_grad, name), _T._wrap(np.asarray(0, int64)))
+        idx = np.expand_dims(np_arg(x, axis=d), d)
+        vals = np.take_along_axis(x, idx, axis=d)
+
+        def backward(g):
+            grad = np.zeros_like(x)
+            np.put_along_axis(grad, idx, g if keepdim else np.expand_dims(g, d), axis=d)
+            return (grad,)
+
+        values = apply_op(vals if keepdim else np.squeeze(vals, d), (self,), backward, name)
+        indices = _T._wrap((idx if keepdim else np.squeeze(idx, d)).astype(int64))
+        return _MinMax(values, indices)
+
+    def max(self, dim=None, keepdim: bool = False):
+        if isinstance(dim, _T.Tensor):
+            return _T.maximum(self, dim)
+        return self._minmax(dim, keepdim, np.argmax, np.max, "Max")
+
+    def min(self, dim=None, keepdim: bool = False):
+        if isinstance(dim, _T.Tensor):
+            return _T.minimum(self, dim)
+        return self._minmax(dim, keepdim, np.argmin, np.min, "Min")
+
+    def amax(self, dim=None, keepdim: bool = False):
+        return self.max() if dim is None else self.max(dim, keepdim)[0]
+
+    def amin(self, dim=None, keepdim: bool = False):
+        return self.min() if dim is None else self.min(dim, keepdim)[0]
+
+    def argmax(self, dim=None, keepdim: bool = False):
+        x = self._data
+        if dim is None:
+            return _T._wrap(np.asarray(np.argmax(x), dtype=int64))
+        d = _norm_dim(dim, x.ndim, "argmax")
+        out = np.argmax(x, axis=d) if x.ndim else np.asarray(0)
+        return _T._wrap((np.expand_dims(out, d) if keepdim and x.ndim else out).astype(int64))
+
+    def argmin(self, dim=None, keepdim: bool = False):
+        x = self._data
+        if dim is None:
+            return _T._wrap(np.asarray(np.argmin(x), dtype=int64))
+        d = _norm_dim(dim, x.ndim, "argmin")
+        out = np.argmin(x, axis=d) if x.ndim else np.asarray(0)
+        return _T._wrap((np.expand_dims(out, d) if keepdim and x.ndim else out).astype(int64))
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+        """(values, indices) of the k largest (smallest) along ``dim``."""
+        x = self._data
+        d = _norm_dim(dim, x.ndim, "topk")
+        n = x.shape[d] if x.ndim else 1
+        if not 0 <= k <= n:
+            raise RuntimeError(f"topk: k ({k}) must be in [0, {n}] (the size of dimension {dim})")
+        xs = x if x.ndim else x.reshape(1)
+        key = -xs if largest and xs.dtype.kind != "b" else (~xs if largest else xs)
+        order = np.argsort(key, axis=d, kind="stable")
+        idx = np.take(order, np.arange(k), axis=d)
+        vals = np.take_along_axis(xs, idx, axis=d)
+        if not x.ndim:
+            vals, idx = vals.reshape(()), idx.reshape(())
+
+        def backward(g):
+            grad = np.zeros_like(xs)
+            np.put_along_axis(grad, idx.reshape(-1) if not x.ndim else idx, g.reshape(idx.shape) if x.ndim
+                              else g.reshape(1), axis=d)
+            return (grad.reshape(x.shape),)
+
+        return _MinMax(apply_op(vals, (self,), backward, "Topk"), _T._wrap(idx.astype(int64)))
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False):
+        x = self._data
+        d = _norm_dim(dim, x.ndim, "sort")
+        return self.topk(x.shape[d] if x.ndim else 1, d, largest=descending)
+
+    def argsort(self, dim: int = -1, descending: bool = False):
+        return self.sort(dim, descending)[1]
+
+    def cumsum(self, dim: int, dtype=None):
+        x = self._data
+        d = _norm_dim(dim, x.ndim, "cumsum")
+        out = np.cumsum(x, axis=d, dtype=_as_dtype(dtype) or (int64 if x.dtype.kind in "biu" else None))
+        return apply_op(out, (self,), lambda g: (np.flip(np.cumsum(np.flip(g, d), axis=d), d),), "Cumsum")
+
+    def softmax(self, dim: int = -1, dtype=None):
+        x = self if dtype is None else self.type(dtype)
+        return _T._softmax(x, dim, log=False)
+
+    def log_softmax(self, dim: int = -1, dtype=None):
+        x = self if dtype is None else self.type(dtype)
+        return _T._softmax(x, dim, log=True)
+
+    def norm(self, p=2, dim=None, keepdim=False):
+        if p == 2 or p == "fro":
+            return (self * self).sum(dim=dim, keepdim=keepdim).sqrt()
+        if p == float("inf"):
+            return self.abs().amax(dim, keepdim)
+        return (self.abs() ** p).sum(dim=dim, keepdim=keepdim) ** (1.0 / p)
