@@ -9,8 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-F32 = dict(rtol=2e-4, atol=2e-5)   # float32 parity tolerance (project standard)
-F64 = dict(rtol=1e-10, atol=1e-12)  # float64 "tight" (same maths, different order)
+from tolerances import F32, F64  # noqa: F401  (re-exported: older tests import them from here)
 
 
 def numeric_grad(f, x, eps=1e-6):

@@ -16,9 +16,8 @@ import numpy as np
 
 import ctransformer as ct
 import golden
+from tolerances import F32, F64  # noqa: F401  (re-exported to the nn tests)
 
-F32 = dict(rtol=2e-4, atol=2e-5)
-F64 = dict(rtol=1e-10, atol=1e-12)
 NONE = np.zeros(0)   # stands for "no gradient" in a torch side's answer
 
 

@@ -4,7 +4,7 @@ and compare forward values and input gradients; float64 gradchecks."""
 import numpy as np
 import ctransformer as ct
 from ctransformer.autograd import gradcheck
-from conftest import F32
+from tolerances import F32
 from golden import torch_reference
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32, F64, check_grads
+from conftest import check_grads
+from tolerances import F32, F64
 
 KINDS = ["relu", "gelu", "gelu_tanh", "tanh", "sigmoid"]
 _erf = np.vectorize(math.erf, otypes=[np.float64])

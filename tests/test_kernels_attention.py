@@ -5,9 +5,9 @@ import pytest
 
 import ctransformer.kernels as K
 from ctransformer import _C
-from conftest import F32, check_grads, run_isolated
+from conftest import check_grads, run_isolated
+from tolerances import F32, F64_TIGHT
 
-F64 = dict(rtol=1e-12, atol=1e-12)
 
 
 # ---- NumPy references --------------------------------------------------------
@@ -77,7 +77,7 @@ def test_sdpa_forward_matches_numpy(rng, dtype, kind, mshape, causal):
     ref_out, ref_p = ref_sdpa(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
                               mask if mask is None or mask.dtype == bool else mask.astype(np.float64),
                               causal)
-    tol = F32 if dtype == np.float32 else F64
+    tol = F32 if dtype == np.float32 else F64_TIGHT
     assert out.dtype == dtype and probs.dtype == dtype
     np.testing.assert_allclose(out, ref_out, **tol)
     np.testing.assert_allclose(probs, ref_p, **tol)
@@ -96,7 +96,7 @@ def test_sdpa_causal_is_top_left_tril(rng, tq, tk):
 def test_sdpa_custom_scale(rng):
     q, k, v = qkv(rng)
     out, _ = K.sdpa_forward(q, k, v, scale=0.3)
-    np.testing.assert_allclose(out, ref_sdpa(q, k, v, scale=0.3)[0], **F64)
+    np.testing.assert_allclose(out, ref_sdpa(q, k, v, scale=0.3)[0], **F64_TIGHT)
 
 
 # ---- sdpa: gradients ----------------------------------------------------------
@@ -128,7 +128,7 @@ def test_sdpa_backward_accumulates(rng):
     got = K.sdpa_backward(dout, q, k, v, probs, dq=acc[0], dk=acc[1], dv=acc[2])
     for g, a, f in zip(got, acc, fresh):
         assert g is a
-        np.testing.assert_allclose(a, f + 1, **F64)
+        np.testing.assert_allclose(a, f + 1, **F64_TIGHT)
 
 
 # ---- sdpa: torch parity -------------------------------------------------------
@@ -235,8 +235,8 @@ def test_sdpa_dropout_deterministic_by_seed(rng):
     _, p_clean = K.sdpa_forward(q, k, v)
     dropped = p1 == 0
     assert 0.15 < dropped.mean() < 0.35
-    np.testing.assert_allclose(p1[~dropped], p_clean[~dropped] / 0.75, **F64)
-    np.testing.assert_allclose(out1, p1 @ v, **F64)
+    np.testing.assert_allclose(p1[~dropped], p_clean[~dropped] / 0.75, **F64_TIGHT)
+    np.testing.assert_allclose(out1, p1 @ v, **F64_TIGHT)
 
 
 def test_sdpa_dropout_all_and_none(rng):
@@ -265,7 +265,7 @@ def test_sdpa_nan_and_empty(rng):
     assert out.shape == (0, 2, 3, 3)
     q, k, v = qkv(rng, Dh=0)
     out, probs = K.sdpa_forward(q, k, v)
-    np.testing.assert_allclose(out, np.broadcast_to(v.mean(2, keepdims=True), out.shape), **F64)
+    np.testing.assert_allclose(out, np.broadcast_to(v.mean(2, keepdims=True), out.shape), **F64_TIGHT)
 
 
 def test_sdpa_reads_views_correctly(rng):
@@ -275,7 +275,7 @@ def test_sdpa_reads_views_correctly(rng):
     mask = (rng.random((4, 3)) > 0.2).T  # a transposed bool view
     mask[:, 0] = True
     out, _ = K.sdpa_forward(qv, kv, v[..., ::1], mask=mask)
-    np.testing.assert_allclose(out, ref_sdpa(q, k, v, mask)[0], **F64)
+    np.testing.assert_allclose(out, ref_sdpa(q, k, v, mask)[0], **F64_TIGHT)
 
 
 def test_sdpa_bad_input(rng):
@@ -345,7 +345,7 @@ def test_mha_forward_matches_numpy(rng, dtype, kind, causal, bias):
     up = lambda a: None if a is None else a.astype(np.float64)  # noqa: E731
     ref_out, ref_p = ref_mha(*map(up, (query, key, value)), *[up(w[n]) for n in W_NAMES], 2,
                              mask if mask is None or mask.dtype == bool else up(mask), causal)
-    tol = F32 if dtype == np.float32 else F64
+    tol = F32 if dtype == np.float32 else F64_TIGHT
     np.testing.assert_allclose(out, ref_out, **tol)
     np.testing.assert_allclose(saved.probs, ref_p, **tol)
     assert saved.q.shape == (2, 2, 3, 4) and saved.k.shape == (2, 2, 4, 4)
@@ -516,7 +516,7 @@ def test_mha_fully_padded_batch_has_no_nan(rng):
     out, saved = K.mha_forward(query, key, value, **w, num_heads=2, mask=mask)
     g = K.mha_backward(np.ones(out.shape), query, key, value, **w, num_heads=2, saved=saved, mask=mask)
     assert np.isfinite(out).all() and all(np.isfinite(a).all() for a in g if a is not None)
-    np.testing.assert_allclose(out[1], np.broadcast_to(w["out_bias"], (3, 8)), **F64)
+    np.testing.assert_allclose(out[1], np.broadcast_to(w["out_bias"], (3, 8)), **F64_TIGHT)
     assert (g.key[1] == 0).all() and (g.value[1] == 0).all() and (g.query[1] == 0).all()
 
 
@@ -543,7 +543,7 @@ def test_mha_backward_accumulates_into_given_arrays(rng):
     g = _C.mha_backward(dout, query, key, value, *[w[n] for n in W_NAMES], 2, *saved,
                         dk_weight=acc)
     assert g[4] is acc
-    np.testing.assert_allclose(acc, fresh.k_weight + 1, **F64)
+    np.testing.assert_allclose(acc, fresh.k_weight + 1, **F64_TIGHT)
 
 
 def test_mha_bad_input(rng):
@@ -585,7 +585,7 @@ def test_mha_empty_and_nan(rng):
     w = mha_weights(rng)
     query, key, value = mha_inputs(rng, Tk=0)
     out, saved = K.mha_forward(query, key, value, **w, num_heads=2)
-    np.testing.assert_allclose(out, np.broadcast_to(w["out_bias"], out.shape), **F64)
+    np.testing.assert_allclose(out, np.broadcast_to(w["out_bias"], out.shape), **F64_TIGHT)
     g = K.mha_backward(np.ones(out.shape), query, key, value, **w, num_heads=2, saved=saved)
     assert (g.query == 0).all() and g.key.shape == (2, 0, 6)
     query, key, value = mha_inputs(rng, B=0)
@@ -687,19 +687,19 @@ def test_mha_packed_equals_mha(rng, self_attn, layout_seq_first, dropout, causal
     args = (lay(xq), lay(kv), w["in_proj_weight"], w["in_proj_bias"], w["out_weight"], w["out_bias"], 2)
     out2, s2 = K.mha_packed_forward(*args, seq_first=layout_seq_first, **opts)
     g2 = K.mha_packed_backward(lay(dout), *args, s2, seq_first=layout_seq_first, **opts)
-    np.testing.assert_allclose(out2, lay(out), **F64)
+    np.testing.assert_allclose(out2, lay(out), **F64_TIGHT)
     # packed saves the weights before dropout; the kernel's dropout mask is dropout_forward's
     np.testing.assert_allclose(K.dropout_forward(s2.probs, dropout, 7)[0] if dropout else s2.probs, saved.probs,
-                               **F64)
+                               **F64_TIGHT)
     assert s2.proj_q.shape[-1] == (24 if self_attn else 8) and (s2.proj_kv is None) == self_attn
     if self_attn:
-        np.testing.assert_allclose(g2.query, lay(g.query + g.key + g.value), **F64)
+        np.testing.assert_allclose(g2.query, lay(g.query + g.key + g.value), **F64_TIGHT)
         assert g2.kv is None
     else:
-        np.testing.assert_allclose(g2.query, lay(g.query), **F64)
-        np.testing.assert_allclose(g2.kv, lay(g.key + g.value), **F64)
+        np.testing.assert_allclose(g2.query, lay(g.query), **F64_TIGHT)
+        np.testing.assert_allclose(g2.kv, lay(g.key + g.value), **F64_TIGHT)
     for name in ("in_proj_weight", "in_proj_bias", "out_weight", "out_bias"):
-        np.testing.assert_allclose(getattr(g2, name), getattr(g, name), **F64, err_msg=name)
+        np.testing.assert_allclose(getattr(g2, name), getattr(g, name), **F64_TIGHT, err_msg=name)
 
 
 @pytest.mark.parametrize("self_attn,bias", [(True, True), (False, True), (False, False)])

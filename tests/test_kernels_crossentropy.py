@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32, check_grads, run_isolated
+from conftest import check_grads, run_isolated
+from tolerances import F32
 
 REDUCTIONS = ["mean", "sum", "none"]
 

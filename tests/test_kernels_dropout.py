@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F64, check_grads
+from conftest import check_grads
+from tolerances import F64
 
 
 def within_sigmas(rate, expected, n, sigmas=5.0):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32, check_grads
+from conftest import check_grads
+from tolerances import F32
 
 
 def reference_backward(dout, ids, V, padding_idx=None):

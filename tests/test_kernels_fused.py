@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32, check_grads
+from conftest import check_grads
+from tolerances import F32, F64_TIGHT
 
-F64 = dict(rtol=1e-12, atol=1e-12)
 ACTS = [("relu", "none"), ("gelu", "none"), ("gelu", "tanh")]
 
 
@@ -36,7 +36,7 @@ def ref_add_layernorm(x, r, w, b, eps=1e-5):
 def test_bias_act_forward_matches_numpy(rng, dtype, act, approximate):
     x = rng.standard_normal((2, 3, 7)).astype(dtype)
     b = rng.standard_normal(7).astype(dtype)
-    tol = F32 if dtype == np.float32 else F64
+    tol = F32 if dtype == np.float32 else F64_TIGHT
     out = K.bias_act_forward(x, b, act, approximate)
     assert out.dtype == dtype
     np.testing.assert_allclose(out, ref_act(x.astype(np.float64) + b, act, approximate), **tol)
@@ -86,8 +86,8 @@ def test_bias_act_accumulates_nan_empty(rng):
     acc_x, acc_b = np.ones((3, 4)), np.ones(4)
     rx, rb = K.bias_act_backward(dout, x, b, "gelu", dinp=acc_x, dbias=acc_b)
     assert rx is acc_x and rb is acc_b
-    np.testing.assert_allclose(acc_x, dx0 + 1, **F64)
-    np.testing.assert_allclose(acc_b, db0 + 1, **F64)
+    np.testing.assert_allclose(acc_x, dx0 + 1, **F64_TIGHT)
+    np.testing.assert_allclose(acc_b, db0 + 1, **F64_TIGHT)
     x[1, 2] = np.nan
     for act in ("relu", "gelu"):
         out = K.bias_act_forward(x, b, act)
@@ -109,7 +109,7 @@ def test_bias_act_bad_input(rng):
     with pytest.raises(ValueError, match=r"bias_act_backward: dout.shape\[1\] must be 4 \(inp.shape\), got 3"):
         K.bias_act_backward(np.ones((3, 3)), x)
     np.testing.assert_allclose(K.bias_act_forward(x.T[::-1], None, "gelu"),
-                               ref_act(x.T[::-1], "gelu", "none"), **F64)
+                               ref_act(x.T[::-1], "gelu", "none"), **F64_TIGHT)
 
 
 # ---- residual add + LayerNorm -------------------------------------------------
@@ -124,7 +124,7 @@ def test_add_layernorm_forward_matches_numpy(rng, dtype, affine):
     out, mean, rstd = K.add_layernorm_forward(x, r, w, b)
     up = lambda a: None if a is None else a.astype(np.float64)  # noqa: E731
     ref = ref_add_layernorm(up(x), up(r), up(w), up(b))
-    tol = F32 if dtype == np.float32 else F64
+    tol = F32 if dtype == np.float32 else F64_TIGHT
     for ours, theirs in zip((out, mean, rstd), ref):
         assert ours.dtype == dtype
         np.testing.assert_allclose(ours, theirs, **tol)
@@ -264,7 +264,7 @@ def test_ff_backward_skips_zero_rows_exactly(rng, dtype):
     dout[1, 3] = 0
     got = K.ff_backward(dout, s["x"], h, keep, 0.3, s["w1"], s["b1"], s["w2"])
     want = dense_ff_grads(dout, s, h, keep, 0.3)
-    tol = F32 if dtype == np.float32 else F64
+    tol = F32 if dtype == np.float32 else F64_TIGHT
     for g, w, name in zip(got, want, ["dx", "dw1", "db1", "dw2", "db2"]):
         np.testing.assert_allclose(g, w, **tol, err_msg=name)
     assert (got[0][0, 10:] == 0).all() and (got[0][1, 3] == 0).all()
@@ -288,7 +288,7 @@ def test_ff_backward_nan_in_a_zero_gradient_row_still_propagates(rng):
     want = dense_ff_grads(dout, dict(s, w2=w2), h, None, 0.0)
     assert np.isnan(got[0]).any()
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, **F64)  # NaN where the dense result has NaN
+        np.testing.assert_allclose(g, w, **F64_TIGHT)  # NaN where the dense result has NaN
 
 
 def test_ff_backward_torch_parity(rng, torch_ref):

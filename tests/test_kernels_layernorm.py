@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32, F64, check_grads
+from conftest import check_grads
+from tolerances import F32, F64
 
 
 def reference(x, w=None, b=None, eps=1e-5):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32, F64
+from tolerances import F32, F64
 
 STEPS = 5
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32, check_grads
+from conftest import check_grads
+from tolerances import F32
 
 MODES = ["rnn_tanh", "rnn_relu", "lstm", "gru"]
 GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32, F64, check_grads
+from conftest import check_grads
+from tolerances import F32, F64
 
 FORWARD = dict(softmax=K.softmax_forward, log_softmax=K.log_softmax_forward)
 BACKWARD = dict(softmax=K.softmax_backward, log_softmax=K.log_softmax_backward)

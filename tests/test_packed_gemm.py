@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32
+from tolerances import F32
 from test_kernels_recurrent import GATES, ref_forward
 
 CPU_ISA = K.packed_gemm()[1]

@@ -11,8 +11,8 @@ import ctransformer as ct
 import ctransformer.nn as nn
 from ctransformer import kernels as K
 from conftest import run_isolated
+from tolerances import F64
 
-F64 = dict(rtol=1e-10, atol=1e-12)
 
 
 # ------------------------------------------------------------------ zero-size shapes

@@ -11,10 +11,9 @@ import pytest
 import ctransformer as ct
 import ctransformer.nn as nn
 import ctransformer.nn.functional as F
-from conftest import F32
+from tolerances import F32, F64
 from golden import packed, unpack
 
-F64 = dict(rtol=1e-9, atol=1e-11)
 
 
 def tol(dtype):

@@ -4,14 +4,13 @@ import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import F32
+from tolerances import F32, F64_TIGHT
 
-F64 = dict(rtol=1e-12, atol=1e-12)
 DTYPES = [np.float32, np.float64]
 
 
 def tol(dtype):
-    return F32 if dtype == np.float32 else F64
+    return F32 if dtype == np.float32 else F64_TIGHT
 
 
 def ref_attend(q, ck, cv, lengths, pad=None, scale=None):
@@ -74,7 +73,7 @@ def test_hidden_slots_never_leak(rng):
     cv[:, :, 1] = np.inf
     out = K.attend_step(q, ck, cv, 3, pad)
     assert np.isfinite(out).all()
-    np.testing.assert_allclose(out, ref_attend(q, ck, cv, 3, pad), **F64)
+    np.testing.assert_allclose(out, ref_attend(q, ck, cv, 3, pad), **F64_TIGHT)
     assert not np.allclose(out, clean)
 
 
@@ -141,7 +140,7 @@ def test_empty_shapes(rng):
     assert out.shape == (2, 2, 5) and np.all(out == 0)
     ck = np.zeros((2, 1, 3, 0))  # Dh = 0: every score is 0, uniform weights
     cv = rng.standard_normal((2, 1, 3, 2))
-    np.testing.assert_allclose(K.attend_step(np.zeros((2, 1, 0)), ck, cv, 3), cv.mean(2), **F64)
+    np.testing.assert_allclose(K.attend_step(np.zeros((2, 1, 0)), ck, cv, 3), cv.mean(2), **F64_TIGHT)
 
 
 def test_bad_input(rng):

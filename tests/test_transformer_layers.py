@@ -13,11 +13,10 @@ import pytest
 
 import ctransformer as ct
 import ctransformer.nn as nn
-from conftest import F32
+from tolerances import F32, F64
 from golden import packed, unpack
 
 D, H, FF = 8, 2, 16
-F64 = dict(rtol=1e-9, atol=1e-11)
 
 
 def tol(dtype):

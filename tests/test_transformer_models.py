@@ -8,9 +8,8 @@ import ctransformer.nn as nn
 import ctransformer.nn.functional as F
 from ctransformer import masks
 from ctransformer.models import DecoderLM, TranslationTransformer
-from conftest import F32
+from tolerances import F32, F64
 
-F64 = dict(rtol=1e-10, atol=1e-12)
 
 
 # ---------------------------------------------------------------- masks
