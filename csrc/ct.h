@@ -7,7 +7,8 @@
  *     real      the element type (float or double)
  *     acc_t     the accumulation type for long reductions (always double)
  *     FN(name)  the exported name with a dtype suffix: name_f32 / name_f64
- *     EXP, LOG, TANH, SQRT, ERF, FABS, POW   math functions of `real`
+ *     SQRT, FABS, POW   libm functions of `real` (exp, tanh, sigmoid, erf, GELU
+ *               and the lane-split sums: ct_math.h, their one home)
  *     GEMM      cblas_sgemm / cblas_dgemm (through ct_blas.h)
  *
  * and is instantiated for both dtypes by ct_template.h (see there).

@@ -333,6 +333,29 @@ CT_DEFINE_GELU(double, f64)
         (result) = sum_;                                                                    \
     } while (0)
 
+/* ct_<name>(x, n): the extremum of x (n > 0) by `better` (> for max, < for
+ * min), NaN if any x[i] is NaN: a lane keeps a NaN once taken, since every
+ * comparison with it is false.  (`|`, not `||`: no branch, so the lane loop
+ * vectorises.) */
+#define CT_DEFINE_EXTREMUM(type, name, better)                                              \
+    static inline type ct_##name(const type *restrict x, ptrdiff_t n)                       \
+    {                                                                                       \
+        type lane[CT_LANES];                                                                \
+        for (int k = 0; k < CT_LANES; k++) lane[k] = x[0];                                  \
+        ptrdiff_t i = 0;                                                                    \
+        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
+            for (int k = 0; k < CT_LANES; k++) {                                            \
+                type v = x[i + k];                                                          \
+                lane[k] = ((v better lane[k]) | (v != v)) ? v : lane[k];                    \
+            }                                                                               \
+        for (; i < n; i++)                                                                  \
+            lane[0] = ((x[i] better lane[0]) | (x[i] != x[i])) ? x[i] : lane[0];            \
+        type m = lane[0];                                                                   \
+        for (int k = 1; k < CT_LANES; k++)                                                  \
+            m = ((lane[k] better m) | (lane[k] != lane[k])) ? lane[k] : m;                  \
+        return m;                                                                           \
+    }
+
 #define CT_DEFINE_REDUCTIONS(type, sfx)                                                     \
     /* sum_i x[i] */                                                                        \
     static inline double ct_sum_##sfx(const type *restrict x, ptrdiff_t n)                  \
@@ -356,45 +379,14 @@ CT_DEFINE_GELU(double, f64)
         CT_LANE_SUM(s, n, i, (double)x[i] * (double)y[i]);                                  \
         return s;                                                                           \
     }                                                                                       \
-    /* max_i x[i] (n > 0), NaN if any x[i] is NaN: a lane keeps a NaN once  \
-     * taken, since every comparison with it is false.  (`|`, not `||`: no    \
-     * branch, so the lane loop vectorises.) */                                             \
-    static inline type ct_max_##sfx(const type *restrict x, ptrdiff_t n)                    \
-    {                                                                                       \
-        type lane[CT_LANES];                                                                \
-        for (int k = 0; k < CT_LANES; k++) lane[k] = x[0];                                  \
-        ptrdiff_t i = 0;                                                                    \
-        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
-            for (int k = 0; k < CT_LANES; k++) {                                            \
-                type v = x[i + k];                                                          \
-                lane[k] = ((v > lane[k]) | (v != v)) ? v : lane[k];                                          \
-            }                                                                               \
-        for (; i < n; i++)                                                                  \
-            lane[0] = ((x[i] > lane[0]) | (x[i] != x[i])) ? x[i] : lane[0];                      \
-        type m = lane[0];                                                                   \
-        for (int k = 1; k < CT_LANES; k++) m = ((lane[k] > m) | (lane[k] != lane[k])) ? lane[k] : m; \
-        return m;                                                                           \
-    }                                                                                       \
-    /* min_i x[i] (n > 0), NaN if any x[i] is NaN (as ct_max) */                          \
-    static inline type ct_min_##sfx(const type *restrict x, ptrdiff_t n)                    \
-    {                                                                                       \
-        type lane[CT_LANES];                                                                \
-        for (int k = 0; k < CT_LANES; k++) lane[k] = x[0];                                  \
-        ptrdiff_t i = 0;                                                                    \
-        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
-            for (int k = 0; k < CT_LANES; k++) {                                            \
-                type v = x[i + k];                                                          \
-                lane[k] = ((v < lane[k]) | (v != v)) ? v : lane[k];                                          \
-            }                                                                               \
-        for (; i < n; i++)                                                                  \
-            lane[0] = ((x[i] < lane[0]) | (x[i] != x[i])) ? x[i] : lane[0];                      \
-        type m = lane[0];                                                                   \
-        for (int k = 1; k < CT_LANES; k++) m = ((lane[k] < m) | (lane[k] != lane[k])) ? lane[k] : m; \
-        return m;                                                                           \
-    }
+    /* max_i x[i] and min_i x[i] (n > 0), NaN if any x[i] is NaN */                        \
+    CT_DEFINE_EXTREMUM(type, max_##sfx, >)                                                  \
+    CT_DEFINE_EXTREMUM(type, min_##sfx, <)
+
 CT_DEFINE_REDUCTIONS(float, f32)
 CT_DEFINE_REDUCTIONS(double, f64)
 #undef CT_DEFINE_REDUCTIONS
+#undef CT_DEFINE_EXTREMUM
 
 #define VSUM(x, n) _Generic((x)[0], float: ct_sum_f32, double: ct_sum_f64)((x), (n))
 #define VDOT(x, y, n) _Generic((x)[0], float: ct_dot_f32, double: ct_dot_f64)((x), (y), (n))

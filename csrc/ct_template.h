@@ -6,7 +6,8 @@
  *     #define CT_TEMPLATE_FILE "linear.c"
  *     #include "ct_template.h"
  *     #else
- *     ... kernels written with real / FN() / EXP() / GEMM ...
+ *     ... kernels written with real / FN() / GEMM; exp, tanh, erf and the
+ *         lane-split sums come from ct_math.h (VEXP, VTANH, VERF, VSUM ...) ...
  *     #endif
  *
  * This header then includes CT_TEMPLATE_FILE twice, once per dtype, so the
@@ -28,12 +29,7 @@
 #define acc_t double
 #define CT_DTYPE_IS_F32 1
 #define FN(name) CT_CAT(name, _f32)
-#define EXP expf
-#define LOG logf
-#define LOG1P log1pf
-#define TANH tanhf
 #define SQRT sqrtf
-#define ERF erff
 #define FABS fabsf
 #define POW powf
 #define GEMM CT_BLAS(cblas_sgemm)
@@ -42,35 +38,14 @@
 #define DOT CT_BLAS(cblas_sdot)
 #define REAL_MAX 3.402823466e+38f
 #include CT_TEMPLATE_FILE
-#undef real
-#undef acc_t
-#undef CT_DTYPE_IS_F32
-#undef FN
-#undef EXP
-#undef LOG
-#undef LOG1P
-#undef TANH
-#undef SQRT
-#undef ERF
-#undef FABS
-#undef POW
-#undef GEMM
-#undef GEMM_BATCH_STRIDED
-#undef AXPY
-#undef DOT
-#undef REAL_MAX
+#include "ct_template_end.h"
 
 /* ---------------- float64 ---------------- */
 #define real double
 #define acc_t double
 #define CT_DTYPE_IS_F32 0
 #define FN(name) CT_CAT(name, _f64)
-#define EXP exp
-#define LOG log
-#define LOG1P log1p
-#define TANH tanh
 #define SQRT sqrt
-#define ERF erf
 #define FABS fabs
 #define POW pow
 #define GEMM CT_BLAS(cblas_dgemm)
@@ -79,22 +54,6 @@
 #define DOT CT_BLAS(cblas_ddot)
 #define REAL_MAX 1.7976931348623157e+308
 #include CT_TEMPLATE_FILE
-#undef real
-#undef acc_t
-#undef CT_DTYPE_IS_F32
-#undef FN
-#undef EXP
-#undef LOG
-#undef LOG1P
-#undef TANH
-#undef SQRT
-#undef ERF
-#undef FABS
-#undef POW
-#undef GEMM
-#undef GEMM_BATCH_STRIDED
-#undef AXPY
-#undef DOT
-#undef REAL_MAX
+#include "ct_template_end.h"
 #undef CT_TEMPLATE_PASS
 #undef CT_TEMPLATE_FILE
