@@ -84,6 +84,8 @@ class Arg:
             return None
         if d == "None":
             return "Py_None"
+        if self.kind == "object":
+            return "NULL"  # not given: the custom C applies the default
         if d in ("True", "False"):
             return "1" if d == "True" else "0"
         if d[0] in "'\"":

@@ -115,3 +115,132 @@ An all -inf row gets zero gradient (never NaN).
         Grad("dinp", like="y", arg="dinp"),
         Call(f"{log}softmax_backward", "dinp, dout, y, N, D"),
         ("dinp",)])
+
+# ------------------------------------------------------------------ dropout
+kernel("dropout_forward", "dropout", "x, p: float, seed: object[int], offset: object[int] = 0", '''
+Zero each element with probability p and scale the rest by 1/(1-p).
+
+x (...) float32/float64 -> (out (...), mask (...) of dtype **bool**,
+True where kept).  Element i (in C order) is kept iff
+``ct_random_uniform(seed, offset + i) >= p``: a pure function of
+(seed, offset + i), so equal arguments give equal masks and the mask of
+an array equals the masks of its flat parts computed at their offsets.
+p = 0 returns a copy and an all-True mask; p = 1 returns zeros (values
+are multiplied, so NaN stays NaN).  p outside [0, 1] is a ValueError;
+seed and offset are ints in [0, 2**64).
+''', "Tuple[np.ndarray, np.ndarray]", [
+    C('''uint64_t seed_value, offset_value = 0;
+    if (check_probability(p, fn) || uint64_arg(o_seed, fn, "seed", &seed_value) ||
+        (o_offset != NULL && uint64_arg(o_offset, fn, "offset", &offset_value)))
+        goto fail;'''),
+    In("x", "float"),
+    Out("out", like="x"), Out("mask", like="x", dtype="bool"),
+    Call("dropout_forward", "out, mask, x, PyArray_SIZE(x), p, seed_value, offset_value"),
+    ("out", "mask")])
+
+kernel("dropout_backward", "dropout", "dout, mask, p: float, dinp: array? = None", '''
+Gradient of :func:`dropout_forward`: ``dinp += dout * mask / (1 - p)``.
+
+dout (...), mask (...) bool from the forward -> dinp (...); a given
+C-contiguous ``dinp`` is accumulated into and returned.
+''', ARRAY, [
+    C("if (check_probability(p, fn)) goto fail;"),
+    In("dout", "float"),
+    In("mask", "bool", "nd", [like("dout", "dout's shape")]),
+    Grad("dinp", like="dout", arg="dinp"),
+    Call("dropout_backward", "dinp, dout, mask, PyArray_SIZE(dout), p"),
+    ("dinp",)])
+
+# ------------------------------------------------------------------ embedding
+IDS_NDIM = (0, "NPY_MAXDIMS - 1")
+
+kernel("embedding_forward", "embedding", "ids, weight", '''
+``out[...] = weight[ids[...]]``.
+
+ids (...) of any integer dtype and shape (0-d included), weight (V, D)
+float32/float64 -> out ids.shape + (D,).  An id outside [0, V) raises
+IndexError naming its position and value, before anything is read.
+''', ARRAY, [
+    In("weight", "float", 2),
+    C("npy_intp V = PyArray_DIM(weight, 0), D = PyArray_DIM(weight, 1);"),
+    In("ids", "ids", IDS_NDIM, ['check_ids_in_range(@, fn, V, "weight.shape[0]")']),
+    C('''int ids_nd = PyArray_NDIM(ids);
+    npy_intp shape[NPY_MAXDIMS];
+    if (ids_nd > 0) memcpy(shape, PyArray_DIMS(ids), sizeof(npy_intp) * ids_nd); /* 0-d: DIMS may be NULL */
+    shape[ids_nd] = D;'''),
+    Out("out", shape=("ids_nd + 1", "shape")),
+    Call("embedding_forward", "out, ids, weight, PyArray_SIZE(ids), D"),
+    ("out",)])
+
+kernel("embedding_backward", "embedding",
+       "dout, ids, num_embeddings: size, padding_idx: object[Optional[int]] = None, dweight: array? = None", '''
+Gradient of :func:`embedding_forward` w.r.t. weight (a scatter-add).
+
+dout ids.shape + (D,), ids (...), num_embeddings V -> dweight (V, D) with
+``dweight[ids[i]] += dout[i]`` (repeated ids sum).  The row
+``padding_idx`` (an int in [-V, V), negative counting from V as in
+torch; None for no padding) receives no gradient.  A given C-contiguous
+``dweight`` is accumulated into and returned.
+''', ARRAY, [
+    C('''if (ct_check_positive(num_embeddings, fn, "num_embeddings", 1)) goto fail;
+    int64_t pad = padding_row(o_padding_idx == NULL ? Py_None : o_padding_idx, fn, num_embeddings);
+    if (pad == -2) goto fail;'''),
+    In("ids", "ids", IDS_NDIM),
+    C("int ids_nd = PyArray_NDIM(ids);"),
+    In("dout", "float", ("ids_nd + 1", "ids_nd + 1"), [like("ids", "ids' shape", ndim="ids_nd")]),
+    C('''if (check_ids_in_range(ids, fn, num_embeddings, "num_embeddings")) goto fail;
+    npy_intp D = PyArray_DIM(dout, ids_nd), wshape[2] = {num_embeddings, D};'''),
+    Grad("dweight", shape=("2", "wshape"), arg="dweight"),
+    Call("embedding_backward", "dweight, dout, ids, PyArray_SIZE(ids), D, pad"),
+    ("dweight",)])
+
+# ------------------------------------------------------------------ crossentropy
+CE_OPTIONS = "ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = 'mean', weight: array? = None"
+CE_COMMON = C('''ce_args a;
+    if (ce_common(&held, &a, fn, o_logits, o_targets, o_weight, ignore_index, label_smoothing, reduction))
+        goto fail;
+    int t = a.t;''')
+
+kernel("cross_entropy_forward", "crossentropy", "logits, targets, " + CE_OPTIONS, '''
+Cross-entropy of ``log_softmax(logits)`` against class ids, as torch.
+
+logits (N, C) float32/float64, targets (N) any integer dtype with values
+in [0, C) or ``ignore_index``, weight (C) optional class weights of the
+logits' dtype.  ``label_smoothing`` eps in [0, 1] mixes in the uniform
+target: ``loss = (1 - eps) * nll + eps * mean_c(-w_c * log p_c) ``.
+reduction "mean" divides by the summed weight of the non-ignored targets
+(NaN if all are ignored, as torch), "sum" adds, "none" keeps rows
+(ignored rows are 0).
+
+Returns (loss, lse): loss () for mean/sum or (N) for "none", in the
+logits' dtype; lse (N) float64, each row's log-sum-exp, to be passed to
+:func:`cross_entropy_backward` (kept in double so the recomputed softmax
+is exact even for huge logits).  Raises IndexError naming the position
+and value of an out-of-range target.
+''', "Tuple[np.ndarray, np.ndarray]", [
+    CE_COMMON,
+    C("npy_intp nshape[1] = {a.N};"),
+    Out("loss", shape=("a.reduction == CT_REDUCE_NONE ? 1 : 0", "nshape")),
+    Out("lse", shape=("1", "nshape"), dtype="f64"),
+    Call("cross_entropy_forward", "loss, lse, CT_DATA(a.logits), CT_DATA(a.targets), CT_DATA(a.weight), "
+         "a.N, a.C, (int64_t)ignore_index, label_smoothing, a.reduction"),
+    ("loss", "lse")])
+
+kernel("cross_entropy_backward", "crossentropy", "dloss, logits, targets, lse, " + CE_OPTIONS
+       + ", dlogits: array? = None", '''
+Gradient of :func:`cross_entropy_forward` with respect to the logits.
+
+dloss () for mean/sum or (N) for "none", in the logits' dtype; logits
+(N, C), targets (N), lse (N) float64 from the forward; the remaining
+options must be those of the forward.  Returns dlogits (N, C); a given
+C-contiguous ``dlogits`` is accumulated into (``+=``) and returned.
+Ignored rows get a zero gradient.
+''', ARRAY, [
+    CE_COMMON,
+    C("int dloss_ndim = a.reduction == CT_REDUCE_NONE ? 1 : 0;"),
+    In("dloss", "t", ("dloss_ndim", "dloss_ndim"), ["(dloss_ndim && " + dim(0, "a.N", "logits.shape[0]") + ")"]),
+    In("lse", "f64", 1, [dim(0, "a.N", "logits.shape[0]")]),
+    Grad("dlogits", like="a.logits", arg="dlogits"),
+    Call("cross_entropy_backward", "dlogits, dloss, CT_DATA(a.logits), CT_DATA(a.targets), lse, "
+         "CT_DATA(a.weight), a.N, a.C, (int64_t)ignore_index, label_smoothing, a.reduction"),
+    ("dlogits",)])

@@ -78,3 +78,88 @@ def log_softmax_backward(dout: np.ndarray, y: np.ndarray, dinp: Optional[np.ndar
     An all -inf row gets zero gradient (never NaN).
     """
     return _C.log_softmax_backward(dout, y, dinp)
+
+
+def dropout_forward(x: np.ndarray, p: float, seed: int, offset: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """Zero each element with probability p and scale the rest by 1/(1-p).
+
+    x (...) float32/float64 -> (out (...), mask (...) of dtype **bool**,
+    True where kept).  Element i (in C order) is kept iff
+    ``ct_random_uniform(seed, offset + i) >= p``: a pure function of
+    (seed, offset + i), so equal arguments give equal masks and the mask of
+    an array equals the masks of its flat parts computed at their offsets.
+    p = 0 returns a copy and an all-True mask; p = 1 returns zeros (values
+    are multiplied, so NaN stays NaN).  p outside [0, 1] is a ValueError;
+    seed and offset are ints in [0, 2**64).
+    """
+    return _C.dropout_forward(x, p, seed, offset)
+
+
+def dropout_backward(dout: np.ndarray, mask: np.ndarray, p: float, dinp: Optional[np.ndarray] = None
+                     ) -> np.ndarray:
+    """Gradient of :func:`dropout_forward`: ``dinp += dout * mask / (1 - p)``.
+
+    dout (...), mask (...) bool from the forward -> dinp (...); a given
+    C-contiguous ``dinp`` is accumulated into and returned.
+    """
+    return _C.dropout_backward(dout, mask, p, dinp)
+
+
+def embedding_forward(ids: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``out[...] = weight[ids[...]]``.
+
+    ids (...) of any integer dtype and shape (0-d included), weight (V, D)
+    float32/float64 -> out ids.shape + (D,).  An id outside [0, V) raises
+    IndexError naming its position and value, before anything is read.
+    """
+    return _C.embedding_forward(ids, weight)
+
+
+def embedding_backward(dout: np.ndarray, ids: np.ndarray, num_embeddings: int,
+                       padding_idx: Optional[int] = None, dweight: Optional[np.ndarray] = None) -> np.ndarray:
+    """Gradient of :func:`embedding_forward` w.r.t. weight (a scatter-add).
+
+    dout ids.shape + (D,), ids (...), num_embeddings V -> dweight (V, D) with
+    ``dweight[ids[i]] += dout[i]`` (repeated ids sum).  The row
+    ``padding_idx`` (an int in [-V, V), negative counting from V as in
+    torch; None for no padding) receives no gradient.  A given C-contiguous
+    ``dweight`` is accumulated into and returned.
+    """
+    return _C.embedding_backward(dout, ids, num_embeddings, padding_idx, dweight)
+
+
+def cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignore_index: int = -100,
+                          label_smoothing: float = 0.0, reduction: str = 'mean',
+                          weight: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Cross-entropy of ``log_softmax(logits)`` against class ids, as torch.
+
+    logits (N, C) float32/float64, targets (N) any integer dtype with values
+    in [0, C) or ``ignore_index``, weight (C) optional class weights of the
+    logits' dtype.  ``label_smoothing`` eps in [0, 1] mixes in the uniform
+    target: ``loss = (1 - eps) * nll + eps * mean_c(-w_c * log p_c) ``.
+    reduction "mean" divides by the summed weight of the non-ignored targets
+    (NaN if all are ignored, as torch), "sum" adds, "none" keeps rows
+    (ignored rows are 0).
+
+    Returns (loss, lse): loss () for mean/sum or (N) for "none", in the
+    logits' dtype; lse (N) float64, each row's log-sum-exp, to be passed to
+    :func:`cross_entropy_backward` (kept in double so the recomputed softmax
+    is exact even for huge logits).  Raises IndexError naming the position
+    and value of an out-of-range target.
+    """
+    return _C.cross_entropy_forward(logits, targets, ignore_index, label_smoothing, reduction, weight)
+
+
+def cross_entropy_backward(dloss: np.ndarray, logits: np.ndarray, targets: np.ndarray, lse: np.ndarray,
+                           ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = 'mean',
+                           weight: Optional[np.ndarray] = None, dlogits: Optional[np.ndarray] = None
+                           ) -> np.ndarray:
+    """Gradient of :func:`cross_entropy_forward` with respect to the logits.
+
+    dloss () for mean/sum or (N) for "none", in the logits' dtype; logits
+    (N, C), targets (N), lse (N) float64 from the forward; the remaining
+    options must be those of the forward.  Returns dlogits (N, C); a given
+    C-contiguous ``dlogits`` is accumulated into (``+=``) and returned.
+    Ignored rows get a zero gradient.
+    """
+    return _C.cross_entropy_backward(dloss, logits, targets, lse, ignore_index, label_smoothing, reduction, weight, dlogits)
