@@ -244,3 +244,121 @@ Ignored rows get a zero gradient.
     Call("cross_entropy_backward", "dlogits, dloss, CT_DATA(a.logits), CT_DATA(a.targets), lse, "
          "CT_DATA(a.weight), a.N, a.C, (int64_t)ignore_index, label_smoothing, a.reduction"),
     ("dlogits",)])
+
+# ------------------------------------------------------------------ layernorm
+def row_vector(name, size="D", what="x.shape[-1]"):
+    """An optional (size) parameter vector of x's dtype."""
+    return In(name, "t", 1, [dim(0, size, what)], none_ok=True)
+
+
+kernel("layernorm_forward", "layernorm", "x, weight: array? = None, bias: array? = None, eps: float = 1e-5", '''
+``out = (x - mean) / sqrt(var + eps) * weight + bias`` over the last axis.
+
+x (..., D) float32/float64, weight (D) or None (scale 1), bias (D) or None
+(shift 0) -> (out (..., D), mean (...), rstd (...)), mean and rstd in x's
+dtype, ``rstd = 1 / sqrt(var + eps)`` with the biased variance (as torch),
+eps inside the root.  Statistics are computed in double with two passes,
+so rows far from zero and constant rows are exact.  An empty row (D = 0)
+has mean 0 and rstd 1 / sqrt(eps).
+''', "Tuple[np.ndarray, np.ndarray, np.ndarray]", [
+    C('if (ct_check_eps(eps, fn, "finite and >= 0")) goto fail;'),
+    In("x", "float", (1, -1)), rows("x"),
+    row_vector("weight"), row_vector("bias"),
+    Out("out", like="x"),
+    Out("mean", shape=("nd - 1", "PyArray_DIMS(x)")), Out("rstd", shape=("nd - 1", "PyArray_DIMS(x)")),
+    Call("layernorm_forward", "out, mean, rstd, x, weight, bias, N, D, eps"),
+    ("out", "mean", "rstd")])
+
+kernel("layernorm_backward", "layernorm",
+       "dout, x, weight: array?, mean, rstd, dinp: array? = None, dweight: array? = None, dbias: array? = None, "
+       "need_dinp: bool = True, with_bias: bool = True", '''
+Gradients of :func:`layernorm_forward`.
+
+dout (..., D), x (..., D), weight (D) or None, mean (...), rstd (...) from
+the forward -> (dinp (..., D) or None if not need_dinp, dweight (D) or
+None if weight is None, dbias (D) or None if not with_bias).  Arrays
+passed as ``dinp``/``dweight``/``dbias`` (C-contiguous) are accumulated
+into (``+=``) and returned.
+''', "Tuple[Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]", [
+    In("x", "float", (1, -1)), rows("x"),
+    In("dout", "t", "nd", [like("x", "x's shape")]),
+    row_vector("weight"),
+    In("mean", "t", "nd - 1", [like("x", "x.shape[:-1]", ndim="nd - 1")]),
+    In("rstd", "t", "nd - 1", [like("x", "x.shape[:-1]", ndim="nd - 1")]),
+    C("npy_intp dshape[1] = {D};"),
+    Grad("dinp", like="x", when="need_dinp", arg="dinp"),
+    C('''if (weight == NULL && o_dweight != Py_None) {
+        PyErr_Format(PyExc_ValueError, "%s: dweight must be None when weight is None, got an array", fn);
+        goto fail;
+    }'''),
+    Grad("dweight", shape=("1", "dshape"), when="weight != NULL", arg="dweight"),
+    Grad("dbias", shape=("1", "dshape"), when="with_bias", arg="dbias"),
+    Call("layernorm_backward", "dinp, dweight, dbias, dout, x, weight, mean, rstd, N, D"),
+    ("dinp", "dweight", "dbias")])
+
+# ------------------------------------------------------------------ linear
+kernel("linear_forward", "linear", "inp, weight, bias: array? = None", '''
+``out = inp @ weight.T + bias``.
+
+inp (..., K), weight (N, K) (torch's out x in layout), bias (N) or None
+-> out (..., N).
+''', ARRAY, [
+    In("inp", "float", (1, -1)),
+    In("weight", "t", 2, [dim(1, "PyArray_DIM(inp, nd - 1)", "inp.shape[-1]")]),
+    C("npy_intp K = PyArray_DIM(weight, 1), N = PyArray_DIM(weight, 0), M = ct_prod(inp, 0, nd - 1);"),
+    row_vector("bias", "N", "weight.shape[0]"),
+    C('''npy_intp shape[NPY_MAXDIMS];
+    memcpy(shape, PyArray_DIMS(inp), sizeof(npy_intp) * nd);
+    shape[nd - 1] = N;'''),
+    Out("out", shape=("nd", "shape")),
+    Call("linear_forward", "out, inp, weight, bias, M, K, N"),
+    ("out",)])
+
+kernel("linear_backward", "linear",
+       "dout, inp, weight, with_bias: bool = True, need_dinp: bool = True, dinp: array? = None, "
+       "dweight: array? = None, dbias: array? = None", '''
+Gradients of :func:`linear_forward`.
+
+dout (..., N), inp (..., K), weight (N, K) -> (dinp (..., K) or None,
+dweight (N, K), dbias (N) or None).  ``dinp``/``dweight``/``dbias`` given
+as C-contiguous arrays are accumulated into (``+=``) and returned.
+''', "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray]]", [
+    In("inp", "float", (1, -1)),
+    In("weight", "t", 2, [dim(1, "PyArray_DIM(inp, nd - 1)", "inp.shape[-1]")]),
+    C("npy_intp K = PyArray_DIM(weight, 1), N = PyArray_DIM(weight, 0), M = ct_prod(inp, 0, nd - 1);"),
+    In("dout", "t", "nd", [like("inp", "inp's leading dims", ndim="nd - 1"), dim(-1, "N", "weight.shape[0]")]),
+    # Given buffers are accumulated into.  When none is given the fresh
+    # buffers are written, not accumulated (no zero-fill needed); when only
+    # some are, the missing ones start from zeros.
+    C('''int given = (need_dinp && o_dinp != Py_None) || o_dweight != Py_None ||
+                (with_bias && o_dbias != Py_None);
+    npy_intp nshape[1] = {N};'''),
+    Grad("dinp", like="inp", when="need_dinp", zero_fill="given", arg="dinp"),
+    Grad("dweight", like="weight", zero_fill="given", arg="dweight"),
+    Grad("dbias", shape=("1", "nshape"), when="with_bias", zero_fill="given", arg="dbias"),
+    Call("linear_backward", "dinp, dweight, dbias, dout, inp, weight, M, K, N, given"),
+    ("dinp", "dweight", "dbias")])
+
+BMM_OPERANDS = [
+    In("a", "float", 3),
+    In("b", "t", 3, [dim(1, "PyArray_DIM(a, 2)", "a.shape[2]")]),
+    C('''npy_intp batch, sa, sb, M = PyArray_DIM(a, 1), K = PyArray_DIM(a, 2), N = PyArray_DIM(b, 2);
+    if (bmm_batch(a, b, fn, &batch, &sa, &sb)) goto fail;'''),
+]
+
+kernel("bmm_forward", "linear", "a, b", '''
+Batched product: a (B|1, M, K) @ b (B|1, K, N) -> (B, M, N).
+''', ARRAY, BMM_OPERANDS + [
+    C("npy_intp shape[3] = {batch, M, N};"),
+    Out("out", shape=("3", "shape")),
+    Call("bmm_forward", "out, a, b, batch, sa, sb, M, K, N"),
+    ("out",)])
+
+kernel("bmm_backward", "linear", "dout, a, b, need_da: bool = True, need_db: bool = True", '''
+Gradients of :func:`bmm_forward`: (da like a, db like b); an operand
+with batch 1 receives the sum over the batch.
+''', "Tuple[Optional[np.ndarray], Optional[np.ndarray]]", BMM_OPERANDS + [
+    In("dout", "t", 3, [dim(0, "batch", "the batch size"), dim(1, "M", "a.shape[1]"), dim(2, "N", "b.shape[2]")]),
+    Grad("da", like="a", when="need_da"), Grad("db", like="b", when="need_db"),
+    Call("bmm_backward", "da, db, dout, a, b, batch, sa, sb, M, K, N"),
+    ("da", "db")])

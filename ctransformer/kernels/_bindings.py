@@ -163,3 +163,69 @@ def cross_entropy_backward(dloss: np.ndarray, logits: np.ndarray, targets: np.nd
     Ignored rows get a zero gradient.
     """
     return _C.cross_entropy_backward(dloss, logits, targets, lse, ignore_index, label_smoothing, reduction, weight, dlogits)
+
+
+def layernorm_forward(x: np.ndarray, weight: Optional[np.ndarray] = None, bias: Optional[np.ndarray] = None,
+                      eps: float = 1e-5) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``out = (x - mean) / sqrt(var + eps) * weight + bias`` over the last axis.
+
+    x (..., D) float32/float64, weight (D) or None (scale 1), bias (D) or None
+    (shift 0) -> (out (..., D), mean (...), rstd (...)), mean and rstd in x's
+    dtype, ``rstd = 1 / sqrt(var + eps)`` with the biased variance (as torch),
+    eps inside the root.  Statistics are computed in double with two passes,
+    so rows far from zero and constant rows are exact.  An empty row (D = 0)
+    has mean 0 and rstd 1 / sqrt(eps).
+    """
+    return _C.layernorm_forward(x, weight, bias, eps)
+
+
+def layernorm_backward(dout: np.ndarray, x: np.ndarray, weight: Optional[np.ndarray], mean: np.ndarray,
+                       rstd: np.ndarray, dinp: Optional[np.ndarray] = None,
+                       dweight: Optional[np.ndarray] = None, dbias: Optional[np.ndarray] = None,
+                       need_dinp: bool = True, with_bias: bool = True
+                       ) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
+    """Gradients of :func:`layernorm_forward`.
+
+    dout (..., D), x (..., D), weight (D) or None, mean (...), rstd (...) from
+    the forward -> (dinp (..., D) or None if not need_dinp, dweight (D) or
+    None if weight is None, dbias (D) or None if not with_bias).  Arrays
+    passed as ``dinp``/``dweight``/``dbias`` (C-contiguous) are accumulated
+    into (``+=``) and returned.
+    """
+    return _C.layernorm_backward(dout, x, weight, mean, rstd, dinp, dweight, dbias, need_dinp, with_bias)
+
+
+def linear_forward(inp: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """``out = inp @ weight.T + bias``.
+
+    inp (..., K), weight (N, K) (torch's out x in layout), bias (N) or None
+    -> out (..., N).
+    """
+    return _C.linear_forward(inp, weight, bias)
+
+
+def linear_backward(dout: np.ndarray, inp: np.ndarray, weight: np.ndarray, with_bias: bool = True,
+                    need_dinp: bool = True, dinp: Optional[np.ndarray] = None,
+                    dweight: Optional[np.ndarray] = None, dbias: Optional[np.ndarray] = None
+                    ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray]]:
+    """Gradients of :func:`linear_forward`.
+
+    dout (..., N), inp (..., K), weight (N, K) -> (dinp (..., K) or None,
+    dweight (N, K), dbias (N) or None).  ``dinp``/``dweight``/``dbias`` given
+    as C-contiguous arrays are accumulated into (``+=``) and returned.
+    """
+    return _C.linear_backward(dout, inp, weight, with_bias, need_dinp, dinp, dweight, dbias)
+
+
+def bmm_forward(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Batched product: a (B|1, M, K) @ b (B|1, K, N) -> (B, M, N).
+    """
+    return _C.bmm_forward(a, b)
+
+
+def bmm_backward(dout: np.ndarray, a: np.ndarray, b: np.ndarray, need_da: bool = True, need_db: bool = True
+                 ) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """Gradients of :func:`bmm_forward`: (da like a, db like b); an operand
+    with batch 1 receives the sum over the batch.
+    """
+    return _C.bmm_backward(dout, a, b, need_da, need_db)
