@@ -1,16 +1,6 @@
 /* bind_dropout.c - the custom parts of the bindings of dropout.c (the rest is
  * generated from kernel_table.py). */
 #include "../dropout.h"
-/* 0 <= p <= 1 (NaN fails), else ValueError. */
-static int check_probability(double p, const char *fn)
-{
-    if (p >= 0 && p <= 1) return 0;
-    PyObject *given = PyFloat_FromDouble(p);
-    if (given != NULL) PyErr_Format(PyExc_ValueError, "%s: p must be in [0, 1], got %R", fn, given);
-    Py_XDECREF(given);
-    return -1;
-}
-
 /* An integer in [0, 2**64) (Python int or NumPy integer), else
  * TypeError / ValueError; returns 0 on success. */
 static int uint64_arg(PyObject *obj, const char *fn, const char *arg, uint64_t *value)

@@ -184,8 +184,10 @@ class Out:
 
 @dataclasses.dataclass
 class C:
-    """Hand-written C lines (may `goto fail`)."""
+    """Hand-written C lines (may `goto fail`); `arrays` names the arrays they
+    declare, which Call then passes as their data."""
     code: str
+    arrays: Sequence[str] = ()
 
 
 @dataclasses.dataclass
@@ -322,6 +324,7 @@ def generated_body(k: Kernel) -> List[str]:
             lines += emit_out(step, arrays)
         elif isinstance(step, C):
             lines += textwrap.dedent(step.code).strip("\n").split("\n")
+            arrays.update(dict.fromkeys(step.arrays, True))
         elif isinstance(step, Call):
             lines += emit_call(step, arrays)
         elif isinstance(step, (tuple, str)):  # the result: names, or a C expression

@@ -130,7 +130,7 @@ are multiplied, so NaN stays NaN).  p outside [0, 1] is a ValueError;
 seed and offset are ints in [0, 2**64).
 ''', "Tuple[np.ndarray, np.ndarray]", [
     C('''uint64_t seed_value, offset_value = 0;
-    if (check_probability(p, fn) || uint64_arg(o_seed, fn, "seed", &seed_value) ||
+    if (ct_check_probability(p, fn, "p") || uint64_arg(o_seed, fn, "seed", &seed_value) ||
         (o_offset != NULL && uint64_arg(o_offset, fn, "offset", &offset_value)))
         goto fail;'''),
     In("x", "float"),
@@ -144,7 +144,7 @@ Gradient of :func:`dropout_forward`: ``dinp += dout * mask / (1 - p)``.
 dout (...), mask (...) bool from the forward -> dinp (...); a given
 C-contiguous ``dinp`` is accumulated into and returned.
 ''', ARRAY, [
-    C("if (check_probability(p, fn)) goto fail;"),
+    C('if (ct_check_probability(p, fn, "p")) goto fail;'),
     In("dout", "float"),
     In("mask", "bool", "nd", [like("dout", "dout's shape")]),
     Grad("dinp", like="dout", arg="dinp"),
@@ -362,3 +362,92 @@ with batch 1 receives the sum over the batch.
     Grad("da", like="a", when="need_da"), Grad("db", like="b", when="need_db"),
     Call("bmm_backward", "da, db, dout, a, b, batch, sa, sb, M, K, N"),
     ("da", "db")])
+
+# ------------------------------------------------------------------ fused
+# (the Python functions convert act / approximate, so they are hand-written in kernels/fused.py)
+ACT = C("int act_id = parse_act(act, fn);\nif (act_id < 0) goto fail;")
+SAME_AS_INP = [like("inp", "inp.shape", same_ndim=True)]
+
+kernel("bias_act_forward", "fused", "inp, bias: array? = None, act: str = 'relu'",
+       "act(inp + bias) over the last axis.", ARRAY, [
+           ACT,
+           In("inp", "float", (1, -1)),
+           C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
+           row_vector("bias", "N", "inp.shape[-1]"),
+           Out("out", like="inp"),
+           Call("bias_act_forward", "out, inp, bias, act_id, M, N"),
+           ("out",)], python=False)
+
+kernel("bias_act_backward", "fused",
+       "dout, inp, bias: array? = None, act: str = 'relu', dinp: array? = None, dbias: array? = None",
+       "Gradients of bias_act_forward; given arrays are accumulated into.",
+       "Tuple[np.ndarray, Optional[np.ndarray]]", [
+           ACT,
+           In("inp", "float", (1, -1)),
+           C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
+           row_vector("bias", "N", "inp.shape[-1]"),
+           In("dout", "t", (1, -1), SAME_AS_INP),
+           Grad("dinp", like="inp", arg="dinp"),
+           Grad("dbias", like="bias", when="bias != NULL", arg="dbias"),
+           Call("bias_act_backward", "dinp, dbias, dout, inp, bias, act_id, M, N"),
+           ("dinp", "dbias")], python=False)
+
+kernel("add_layernorm_forward", "fused",
+       "inp, residual, weight: array? = None, bias: array? = None, eps: float = 1e-5",
+       "LayerNorm(inp + residual) over the last axis -> (out, mean, rstd).",
+       "Tuple[np.ndarray, np.ndarray, np.ndarray]", [
+           C('if (ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
+           In("inp", "float", (1, -1)),
+           C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
+           In("residual", "t", (1, -1), SAME_AS_INP),
+           row_vector("weight", "N", "inp.shape[-1]"), row_vector("bias", "N", "inp.shape[-1]"),
+           Out("out", like="inp"),
+           Out("mean", shape=("nd - 1", "PyArray_DIMS(inp)")), Out("rstd", shape=("nd - 1", "PyArray_DIMS(inp)")),
+           Call("add_layernorm_forward", "out, mean, rstd, inp, residual, weight, bias, eps, M, N"),
+           ("out", "mean", "rstd")], python=False)
+
+kernel("add_layernorm_backward", "fused",
+       "dout, inp, residual, weight: array?, mean, rstd, with_bias: bool = True, dinp: array? = None, "
+       "dweight: array? = None, dbias: array? = None",
+       "Gradients of add_layernorm_forward -> (dinp, dweight, dbias); given arrays are accumulated into.",
+       "Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]", [
+           In("inp", "float", (1, -1)),
+           C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
+           In("residual", "t", (1, -1), SAME_AS_INP),
+           In("dout", "t", (1, -1), SAME_AS_INP),
+           row_vector("weight", "N", "inp.shape[-1]"),
+           In("mean", "t"), In("rstd", "t"),
+           C('''if (PyArray_SIZE(mean) != M || PyArray_SIZE(rstd) != M) {
+               PyErr_Format(PyExc_ValueError, "%s: mean and rstd must have %zd elements (inp.shape[:-1]), "
+                            "got %zd and %zd", fn, (Py_ssize_t)M, (Py_ssize_t)PyArray_SIZE(mean),
+                            (Py_ssize_t)PyArray_SIZE(rstd));
+               goto fail;
+           }
+           npy_intp nshape[1] = {N};'''),
+           Grad("dinp", like="inp", arg="dinp"),
+           Grad("dweight", shape=("1", "nshape"), when="weight != NULL", arg="dweight"),
+           Grad("dbias", shape=("1", "nshape"), when="with_bias", arg="dbias"),
+           Call("add_layernorm_backward", "dinp, dweight, dbias, dout, inp, residual, weight, mean, rstd, M, N"),
+           ("dinp", "dweight", "dbias")], python=False)
+
+kernel("ff_backward", "fused",
+       "dout, x, h, keep: array?, p: float, w1, b1: array?, w2, with_bias2: bool = True, act: str = 'relu', "
+       "need_dx: bool = True",
+       "Gradients of the feed-forward block -> (dx, dw1, db1, dw2, db2), fresh arrays.",
+       "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, Optional[np.ndarray]]", [
+           ACT,
+           C('if (ct_check_probability(p, fn, "p")) goto fail;'),
+           In("x", "float", (1, -1)),
+           C("npy_intp D = PyArray_DIM(x, nd - 1), M = ct_prod(x, 0, nd - 1);"),
+           In("dout", "t", (1, -1), [like("x", "x.shape", same_ndim=True)]),
+           In("h", "t", "nd", [like("x", "x.shape", ndim="nd - 1")]),
+           C("npy_intp F = PyArray_DIM(h, nd - 1), dshape[1] = {D};"),
+           In("keep", "bool", (1, -1), [like("h", "h.shape", same_ndim=True)], none_ok=True),
+           In("w1", "t", 2, [dim(0, "F", "h.shape[-1]"), dim(1, "D", "x.shape[-1]")]),
+           In("b1", "t", 1, [dim(0, "F", "h.shape[-1]")], none_ok=True),
+           In("w2", "t", 2, [dim(0, "D", "x.shape[-1]"), dim(1, "F", "h.shape[-1]")]),
+           Grad("dx", like="x", when="need_dx"), Grad("dw1", like="w1"), Grad("db1", like="b1", when="b1 != NULL"),
+           Grad("dw2", like="w2"), Grad("db2", shape=("1", "dshape"), when="with_bias2"),
+           Call("ff_backward", "dx, dw1, db1, dw2, db2, dout, x, h, keep, p, w1, b1, w2, act_id, M, D, F",
+                alloc=True),
+           ("dx", "dw1", "db1", "dw2", "db2")], python=False)
