@@ -22,6 +22,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy
 from setuptools import Extension, setup
@@ -30,6 +31,11 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIBS_DIR = "_libs"
+
+# The bindings are generated from csrc/py/kernel_table.py (see
+# csrc/py/generate_bindings.py) by build_ext, into csrc/py/generated/.
+sys.path.insert(0, os.path.join(HERE, "csrc", "py"))
+import generate_bindings  # noqa: E402
 
 
 def blas_config():
@@ -60,6 +66,7 @@ class BuildExt(build_ext):
     into the checkout when it was built elsewhere (see the module docstring)."""
 
     def run(self):
+        generate_bindings.generate_c()
         super().run()
         package_dirs = {os.path.join(self.build_lib, "ctransformer")}
         checkout_package = os.path.join(HERE, "ctransformer")
@@ -91,7 +98,8 @@ class BuildPy(build_py):
             shutil.copy2(path, dest)
 
 
-sources = sorted(glob.glob("csrc/*.c")) + sorted(glob.glob("csrc/py/*.c"))
+BINDING_CORE = ["csrc/py/args.c", "csrc/py/fork_guard.c", "csrc/py/module.c"]
+sources = sorted(glob.glob("csrc/*.c")) + BINDING_CORE + generate_bindings.c_sources()
 extra_link = [] if BUNDLED_SO is None else [f"-Wl,-rpath,$ORIGIN/{LIBS_DIR}"]
 
 ext = Extension(
@@ -104,7 +112,8 @@ ext = Extension(
     extra_compile_args=["-O3", "-std=c11", "-fno-math-errno", "-fvisibility=hidden",
                         "-Wall", "-Wno-unused-function", "-pthread"],
     extra_link_args=extra_link + ["-pthread"],
-    depends=glob.glob("csrc/*.h") + glob.glob("csrc/py/*.h"),
+    depends=(glob.glob("csrc/*.h") + glob.glob("csrc/py/*.h") + glob.glob("csrc/py/bind_*.c")
+             + ["csrc/py/kernel_table.py", "csrc/py/generate_bindings.py"]),
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

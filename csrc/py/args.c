@@ -397,6 +397,24 @@ int ct_int_arg(PyObject *obj, const char *fn, const char *arg, long long low, lo
     return 0;
 }
 
+int ct_check_eps(double eps, const char *fn, const char *rule)
+{
+    if (eps >= 0 && !isinf(eps)) return 0;
+    PyObject *given = PyFloat_FromDouble(eps);
+    if (given != NULL) PyErr_Format(PyExc_ValueError, "%s: eps must be %s, got %R", fn, rule, given);
+    Py_XDECREF(given);
+    return -1;
+}
+
+int ct_check_probability(double p, const char *fn, const char *arg)
+{
+    if (p >= 0 && p <= 1) return 0;
+    PyObject *given = PyFloat_FromDouble(p);
+    if (given != NULL) PyErr_Format(PyExc_ValueError, "%s: %s must be in [0, 1], got %R", fn, arg, given);
+    Py_XDECREF(given);
+    return -1;
+}
+
 int ct_check_positive(long long value, const char *fn, const char *arg, int allow_zero)
 {
     if (value > 0 || (allow_zero && value == 0)) return 0;

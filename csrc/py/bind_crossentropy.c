@@ -1,7 +1,6 @@
-/* bind_crossentropy.c - Python bindings of crossentropy.c. */
-#include "ct_py.h"
+/* bind_crossentropy.c - the custom parts of the bindings of crossentropy.c (the rest is
+ * generated from kernel_table.py). */
 #include "../crossentropy.h"
-
 /* "none" / "mean" / "sum" -> CT_REDUCE_*, else ValueError (-1). */
 static int parse_reduction(const char *reduction, const char *fn)
 {
@@ -51,81 +50,3 @@ static int ce_common(ct_held *held, ce_args *a, const char *fn, PyObject *o_logi
         return -1;
     return ct_check_ids(a->targets, fn, "targets", 0, a->C, 1, ignore_index);
 }
-
-/* cross_entropy_forward(logits (N, C), targets (N), ignore_index=-100,
- *                       label_smoothing=0.0, reduction="mean", weight=None)
- *   -> (loss () or (N), lse (N) float64) */
-static PyObject *py_cross_entropy_forward(PyObject *self, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"logits", "targets", "ignore_index", "label_smoothing", "reduction",
-                            "weight", NULL};
-    const char *fn = "cross_entropy_forward", *reduction = "mean";
-    PyObject *o_logits, *o_targets, *o_weight = Py_None;
-    long long ignore_index = -100;
-    double eps = 0.0;
-    ct_held held = {0};
-    ce_args a;
-    if (!ct_parse_args(args, kw, "OO|LdsO:cross_entropy_forward", names, &o_logits, &o_targets,
-                                     &ignore_index, &eps, &reduction, &o_weight))
-        return NULL;
-    if (ce_common(&held, &a, fn, o_logits, o_targets, o_weight, ignore_index, eps, reduction))
-        goto fail;
-    npy_intp nshape[1] = {a.N};
-    int loss_ndim = a.reduction == CT_REDUCE_NONE ? 1 : 0;
-    PyArrayObject *loss = ct_empty(&held, a.t, loss_ndim, nshape);
-    PyArrayObject *lse = ct_empty(&held, NPY_FLOAT64, 1, nshape);
-    if (loss == NULL || lse == NULL) goto fail;
-    CT_DISPATCH(a.t, cross_entropy_forward, PyArray_DATA(loss), (double *)PyArray_DATA(lse),
-                PyArray_DATA(a.logits), (const int64_t *)PyArray_DATA(a.targets),
-                CT_DATA(a.weight), a.N, a.C, (int64_t)ignore_index, eps, a.reduction);
-    return ct_finish(&held, ct_results(2, loss, lse));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-/* cross_entropy_backward(dloss () or (N), logits (N, C), targets (N), lse (N) float64,
- *                        ignore_index=-100, label_smoothing=0.0, reduction="mean",
- *                        weight=None, dlogits=None) -> dlogits (N, C), accumulated into
- *                        when given */
-static PyObject *py_cross_entropy_backward(PyObject *self, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"dloss", "logits", "targets", "lse", "ignore_index",
-                            "label_smoothing", "reduction", "weight", "dlogits", NULL};
-    const char *fn = "cross_entropy_backward", *reduction = "mean";
-    PyObject *o_dloss, *o_logits, *o_targets, *o_lse, *o_weight = Py_None, *o_dlogits = Py_None;
-    long long ignore_index = -100;
-    double eps = 0.0;
-    ct_held held = {0};
-    ce_args a;
-    if (!ct_parse_args(args, kw, "OOOO|LdsOO:cross_entropy_backward", names, &o_dloss, &o_logits,
-                                     &o_targets, &o_lse, &ignore_index, &eps, &reduction,
-                                     &o_weight, &o_dlogits))
-        return NULL;
-    if (ce_common(&held, &a, fn, o_logits, o_targets, o_weight, ignore_index, eps, reduction))
-        goto fail;
-    int dloss_ndim = a.reduction == CT_REDUCE_NONE ? 1 : 0;
-    PyArrayObject *dloss = ct_input(&held, o_dloss, fn, "dloss", a.t, dloss_ndim, dloss_ndim, 0);
-    if (dloss == NULL || (dloss_ndim && ct_check_dim(dloss, fn, "dloss", 0, a.N, "logits.shape[0]")))
-        goto fail;
-    PyArrayObject *lse = ct_input(&held, o_lse, fn, "lse", NPY_FLOAT64, 1, 1, 0);
-    if (lse == NULL || ct_check_dim(lse, fn, "lse", 0, a.N, "logits.shape[0]")) goto fail;
-    PyArrayObject *dlogits = ct_grad(&held, o_dlogits, fn, "dlogits", a.t, 2, PyArray_DIMS(a.logits), 1);
-    if (dlogits == NULL) goto fail;
-    CT_DISPATCH(a.t, cross_entropy_backward, PyArray_DATA(dlogits), PyArray_DATA(dloss),
-                PyArray_DATA(a.logits), (const int64_t *)PyArray_DATA(a.targets),
-                (const double *)PyArray_DATA(lse), CT_DATA(a.weight), a.N, a.C,
-                (int64_t)ignore_index, eps, a.reduction);
-    return ct_finish(&held, ct_ret(dlogits));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-PyMethodDef ct_methods_crossentropy[] = {
-    CT_METHOD(cross_entropy_forward,
-              "cross_entropy_forward(logits, targets, ignore_index=-100, label_smoothing=0.0, "
-              "reduction='mean', weight=None) -> (loss, lse)"),
-    CT_METHOD(cross_entropy_backward,
-              "cross_entropy_backward(dloss, logits, targets, lse, ignore_index=-100, "
-              "label_smoothing=0.0, reduction='mean', weight=None, dlogits=None) -> dlogits"),
-    {NULL, NULL, 0, NULL},
-};

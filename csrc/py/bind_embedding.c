@@ -1,7 +1,6 @@
-/* bind_embedding.c - Python bindings of embedding.c. */
-#include "ct_py.h"
+/* bind_embedding.c - the custom parts of the bindings of embedding.c (the rest is
+ * generated from kernel_table.py). */
 #include "../embedding.h"
-
 /* Every id in [0, V), else IndexError naming the first bad one by its
  * position in the ids array, e.g. "ids[1, 2] = 7 is out of range".
  * ids is the int64 copy made by ct_input (wider dtypes wrap). */
@@ -31,33 +30,6 @@ static int check_ids_in_range(PyArrayObject *ids, const char *fn, npy_intp V, co
     return -1;
 }
 
-/* embedding_forward(ids (...) any integer dtype, weight (V, D)) -> out (..., D) */
-static PyObject *py_embedding_forward(PyObject *self, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"ids", "weight", NULL};
-    const char *fn = "embedding_forward";
-    PyObject *o_ids, *o_w;
-    ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OO:embedding_forward", names, &o_ids, &o_w)) return NULL;
-    PyArrayObject *w = ct_input(&held, o_w, fn, "weight", CT_ANY_FLOAT, 2, 2, 0);
-    if (w == NULL) goto fail;
-    int t = PyArray_TYPE(w);
-    npy_intp V = PyArray_DIM(w, 0), D = PyArray_DIM(w, 1);
-    PyArrayObject *ids = ct_input(&held, o_ids, fn, "ids", CT_IDS, 0, NPY_MAXDIMS - 1, 0);
-    if (ids == NULL || check_ids_in_range(ids, fn, V, "weight.shape[0]")) goto fail;
-    int nd = PyArray_NDIM(ids);
-    npy_intp shape[NPY_MAXDIMS];
-    if (nd > 0) memcpy(shape, PyArray_DIMS(ids), sizeof(npy_intp) * nd); /* 0-d: DIMS may be NULL */
-    shape[nd] = D;
-    PyArrayObject *out = ct_empty(&held, t, nd + 1, shape);
-    if (out == NULL) goto fail;
-    CT_DISPATCH(t, embedding_forward, PyArray_DATA(out), PyArray_DATA(ids), PyArray_DATA(w),
-                PyArray_SIZE(ids), D);
-    return ct_finish(&held, ct_ret(out));
-fail:
-    return ct_finish(&held, NULL);
-}
-
 /* padding_idx: None -> -1 (no padding row); an int in [-V, V), negative
  * counting from V as in torch -> its row in [0, V).  -2 on error. */
 static int64_t padding_row(PyObject *o_pad, const char *fn, npy_intp V)
@@ -78,43 +50,3 @@ static int64_t padding_row(PyObject *o_pad, const char *fn, npy_intp V)
     }
     return pad < 0 ? pad + V : pad;
 }
-
-/* embedding_backward(dout (..., D), ids (...), num_embeddings, padding_idx=None, dweight=None)
- *   -> dweight (V, D); a given dweight is accumulated into. */
-static PyObject *py_embedding_backward(PyObject *self, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"dout", "ids", "num_embeddings", "padding_idx", "dweight", NULL};
-    const char *fn = "embedding_backward";
-    PyObject *o_dout, *o_ids, *o_pad = Py_None, *o_dw = Py_None;
-    Py_ssize_t V;
-    ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OOn|OO:embedding_backward", names, &o_dout, &o_ids, &V, &o_pad,
-                                     &o_dw))
-        return NULL;
-    if (ct_check_positive(V, fn, "num_embeddings", 1)) return NULL;
-    int64_t pad = padding_row(o_pad, fn, V);
-    if (pad == -2) return NULL;
-    PyArrayObject *ids = ct_input(&held, o_ids, fn, "ids", CT_IDS, 0, NPY_MAXDIMS - 1, 0);
-    if (ids == NULL) goto fail;
-    int nd = PyArray_NDIM(ids);
-    PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", CT_ANY_FLOAT, nd + 1, nd + 1, 0);
-    if (dout == NULL) goto fail;
-    if (ct_check_dims(dout, fn, "dout", nd, PyArray_DIMS(ids), "ids' shape", 0)) goto fail;
-    if (check_ids_in_range(ids, fn, V, "num_embeddings")) goto fail;
-    int t = PyArray_TYPE(dout);
-    npy_intp D = PyArray_DIM(dout, nd), wshape[2] = {V, D};
-    PyArrayObject *dw = ct_grad(&held, o_dw, fn, "dweight", t, 2, wshape, 1);
-    if (dw == NULL) goto fail;
-    CT_DISPATCH(t, embedding_backward, PyArray_DATA(dw), PyArray_DATA(dout), PyArray_DATA(ids),
-                PyArray_SIZE(ids), D, pad);
-    return ct_finish(&held, ct_ret(dw));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-PyMethodDef ct_methods_embedding[] = {
-    CT_METHOD(embedding_forward, "embedding_forward(ids, weight) -> out"),
-    CT_METHOD(embedding_backward,
-              "embedding_backward(dout, ids, num_embeddings, padding_idx=None, dweight=None) -> dweight"),
-    {NULL, NULL, 0, NULL},
-};

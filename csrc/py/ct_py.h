@@ -119,6 +119,11 @@ int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t lo
  * the bounds come from. */
 int ct_int_arg(PyObject *obj, const char *fn, const char *arg, long long low, long long high,
                const char *range, PyObject *range_error, long long *out);
+/* eps >= 0 and finite (inf would make every row 0), else ValueError
+ * "fn: eps must be <rule>, got <eps>". */
+int ct_check_eps(double eps, const char *fn, const char *rule);
+/* 0 <= p <= 1 (NaN fails), else ValueError "fn: arg must be in [0, 1], got p". */
+int ct_check_probability(double p, const char *fn, const char *arg);
 /* A positive (>= 0 when allow_zero) integer argument. */
 int ct_check_positive(long long value, const char *fn, const char *arg, int allow_zero);
 

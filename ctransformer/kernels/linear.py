@@ -1,4 +1,5 @@
-"""Linear layer and (batched, broadcasting) matrix products."""
+"""Linear layer and (batched, broadcasting) matrix products (linear_* and bmm_*
+are generated from csrc/py/kernel_table.py into _bindings.py)."""
 from __future__ import annotations
 
 import math
@@ -7,40 +8,9 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import _C
+from ._bindings import bmm_backward, bmm_forward, linear_backward, linear_forward
 
-
-def linear_forward(inp: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray] = None) -> np.ndarray:
-    """``out = inp @ weight.T + bias``.
-
-    inp (..., K), weight (N, K) (torch's out x in layout), bias (N) or None
-    -> out (..., N).
-    """
-    return _C.linear_forward(inp, weight, bias)
-
-
-def linear_backward(dout: np.ndarray, inp: np.ndarray, weight: np.ndarray, with_bias: bool = True,
-                    need_dinp: bool = True, dinp: Optional[np.ndarray] = None,
-                    dweight: Optional[np.ndarray] = None, dbias: Optional[np.ndarray] = None
-                    ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray]]:
-    """Gradients of :func:`linear_forward`.
-
-    dout (..., N), inp (..., K), weight (N, K) -> (dinp (..., K) or None,
-    dweight (N, K), dbias (N) or None).  ``dinp``/``dweight``/``dbias`` given
-    as C-contiguous arrays are accumulated into (``+=``) and returned.
-    """
-    return _C.linear_backward(dout, inp, weight, with_bias, need_dinp, dinp, dweight, dbias)
-
-
-def bmm_forward(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Batched product: a (B|1, M, K) @ b (B|1, K, N) -> (B, M, N)."""
-    return _C.bmm_forward(a, b)
-
-
-def bmm_backward(dout: np.ndarray, a: np.ndarray, b: np.ndarray, need_da: bool = True,
-                 need_db: bool = True) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
-    """Gradients of :func:`bmm_forward`: (da like a, db like b); an operand
-    with batch 1 receives the sum over the batch."""
-    return _C.bmm_backward(dout, a, b, need_da, need_db)
+__all__ = ["linear_forward", "linear_backward", "bmm_forward", "bmm_backward", "matmul_forward", "matmul_backward"]
 
 
 def _as_batches(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
