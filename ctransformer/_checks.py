@@ -1,5 +1,5 @@
 """Argument checks of the Tensor layer, with torch's exception classes and
-messages (kept out of tensor.py, which is long enough)."""
+messages (shared by the ctransformer.tensor package and ctransformer.ops)."""
 from __future__ import annotations
 
 import numbers

@@ -1,6 +1,6 @@
 """Module-level forms of Tensor methods (torch.exp, torch.sum, torch.max, ...).
 
-Kept apart from tensor.py because their names shadow Python builtins."""
+Kept apart from the ctransformer.tensor package because their names shadow Python builtins."""
 from .tensor import Tensor, tensor
 
 _METHODS = (

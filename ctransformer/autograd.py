@@ -147,7 +147,15 @@ class Node:
     retained: taps on the node's outputs (``retain_grad``, hooks);
     versions: None (nothing saved, nothing to free), or ((Tensor, version),
     ...) saved for backward, checked before it runs; () when the node saves
-    values to free after it runs; ``_FREED`` once released."""
+    values to free after it runs; ``_FREED`` once released.
+
+    Two ways build a Node: ``Node(...)`` (apply_op, ``_unary``: backward is a
+    closure) and :func:`fast_node` (the hot path: a subclass whose class
+    attributes give backward / op / n_out / shapes and whose own slots hold
+    what its gradient needs).  The fast subclasses are the arithmetic nodes
+    of ``ctransformer/tensor/_arith.py`` (``_BinaryNode``, ``_ScalarNode``)
+    and ``_ActivationNode`` in ``ctransformer/ops/activation.py``;
+    tests/test_tensor_autograd.py checks that each sets every slot."""
 
     __slots__ = ("edges", "backward", "op", "dtype", "n_out", "shapes", "grad", "deps", "mark", "retained",
                  "versions")
@@ -160,6 +168,7 @@ class Node:
         self.n_out = n_out
         self.shapes = shapes
         self.grad = None
+        self.deps = 0
         self.mark = None
         self.retained = None
         self.versions = versions
@@ -216,6 +225,36 @@ def edge_of(t):
     if n is None:
         return t
     return n if n.n_out == 1 else (n, t._idx)
+
+
+_nnew = object.__new__
+
+
+def fast_node(cls: type, dtype: np.dtype, versions, x, y) -> Node:
+    """A Node of the fast subclass ``cls`` (see :class:`Node`) for an op on
+    Tensor ``x`` and Tensor ``y`` (None for a one-input op), at least one of
+    which requires grad, made without ``__init__``: sets every slot of Node
+    (edges by the rule of :func:`edge_of`, dtype, versions, and the scratch
+    slots of a backward pass); the caller then sets the slots of ``cls``."""
+    # edge_of's rule, written out here: this runs once per arithmetic op and a call per operand costs ~3 %
+    if x.requires_grad:
+        p = x._node
+        ex = x if p is None else (p if p.n_out == 1 else (p, x._idx))
+    else:
+        ex = None
+    n = _nnew(cls)
+    if y is None:
+        n.edges = (ex,)
+    elif y.requires_grad:
+        p = y._node
+        n.edges = (ex, y if p is None else (p if p.n_out == 1 else (p, y._idx)))
+    else:
+        n.edges = (ex, None)
+    n.dtype = dtype
+    n.versions = versions
+    n.grad = n.mark = n.retained = None
+    n.deps = 0
+    return n
 
 
 def version_of(t) -> int:

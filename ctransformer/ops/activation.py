@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels as K
-from ..autograd import _FREED, Node, _grad_enabled
+from ..autograd import _FREED, Node, _grad_enabled, fast_node
 from ..tensor import Tensor, _wrap, float16, get_default_dtype
 
 __all__ = ["activation"]
 
 _tnew = object.__new__
-_nnew = object.__new__
 _act_forward = K.activation_forward
 _act_backward = K.activation_backward
 _SAVES_OUTPUT = {}  # kind -> whether the kernel's backward reads the output (else the input)
@@ -40,13 +39,6 @@ class _ActivationNode(Node):
         return self.saved is arr
 
 
-def _saves_output(kind: str) -> bool:
-    saves = _SAVES_OUTPUT.get(kind)
-    if saves is None:
-        saves = _SAVES_OUTPUT[kind] = K.activation_saves_output(kind)
-    return saves
-
-
 def activation(x: Tensor, kind: str) -> Tensor:
     """relu / tanh / sigmoid / gelu / gelu_tanh of ``x`` (any shape): one
     node.  Integer (and float16) inputs: relu stays in their dtype (no
@@ -63,13 +55,11 @@ def activation(x: Tensor, kind: str) -> Tensor:
     t._idx = 0
     t._version = None
     if _grad_enabled[0] and x.requires_grad:
-        n = _nnew(_ActivationNode)
-        p = x._node
-        n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
-        n.dtype = out.dtype
-        n.grad = n.mark = n.retained = None
-        n.versions = ()  # its saved input / output is freed after backward
-        n.saved = out if _saves_output(kind) else xd
+        n = fast_node(_ActivationNode, out.dtype, (), x, None)  # (): its saved input / output is freed after backward
+        saves = _SAVES_OUTPUT.get(kind)
+        if saves is None:
+            saves = _SAVES_OUTPUT[kind] = K.activation_saves_output(kind)
+        n.saved = out if saves else xd
         n.kind = kind
         t.requires_grad = True
         t._node = n

@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from ..autograd import Node, _FREED, _grad_enabled
+from ..autograd import Node, _FREED, _grad_enabled, edge_of, fast_node
 from . import _dtypes
 from ._dtypes import bool_
 from ._helpers import _ADD, _DIV, _MUL, _POW, _SUB, _UFUNCS, _promote, _sum_to
@@ -28,8 +28,7 @@ def _unary(x: Tensor, out: np.ndarray, backward, name: str) -> Tensor:
     t._version = None
     if _grad_enabled[0] and x.requires_grad:
         t.requires_grad = True
-        n = x._node
-        t._node = Node((x if n is None else (n if n.n_out == 1 else (n, x._idx)),), backward, name, out.dtype)
+        t._node = Node((edge_of(x),), backward, name, out.dtype)
     else:
         t.requires_grad = False
         t._node = None
@@ -42,7 +41,6 @@ def _unary(x: Tensor, out: np.ndarray, backward, name: str) -> Tensor:
 # gradient needs (add saves nothing, mul saves its operands) and whose
 # ``backward`` is a method: no closure and no cells per op, which keeps
 # allocation and garbage-collector work low on long recurrent graphs.
-_nnew = object.__new__
 
 
 def _pow_exponent_grad(g, a, b, out):
@@ -269,36 +267,24 @@ def _make_arith(code: int, rev: bool):
             t._idx = 0
             t._version = None
             if _grad_enabled[0] and (x.requires_grad or other.requires_grad):
-                n = _nnew(node_tt)
-                if x.requires_grad:
-                    p = x._node
-                    ea = x if p is None else (p if p.n_out == 1 else (p, x._idx))
+                if saves:
+                    # what torch saves: self if other needs grad, other if self does
+                    xv, ov = x._version, other._version
+                    if not other.requires_grad:
+                        versions = ((other, 0 if ov is None else ov[0]),)
+                    elif not x.requires_grad:
+                        versions = ((x, 0 if xv is None else xv[0]),)
+                    else:
+                        versions = ((x, 0 if xv is None else xv[0]), (other, 0 if ov is None else ov[0]))
                 else:
-                    ea = None
-                if other.requires_grad:
-                    p = other._node
-                    eb = other if p is None else (p if p.n_out == 1 else (p, other._idx))
-                else:
-                    eb = None
-                n.edges = (ea, eb)
-                n.dtype = out.dtype
-                n.grad = n.mark = n.retained = None
+                    versions = None
+                n = fast_node(node_tt, out.dtype, versions, x, other)
                 n.sa = a.shape
                 n.sb = b.shape
                 if saves:
                     n.a = a
                     n.b = b
                     n.out = out
-                    # what torch saves: self if other needs grad, other if self does
-                    xv, ov = x._version, other._version
-                    if eb is None:
-                        n.versions = ((other, 0 if ov is None else ov[0]),)
-                    elif ea is None:
-                        n.versions = ((x, 0 if xv is None else xv[0]),)
-                    else:
-                        n.versions = ((x, 0 if xv is None else xv[0]), (other, 0 if ov is None else ov[0]))
-                else:
-                    n.versions = None
                 t.requires_grad = True
                 t._node = n
             else:
@@ -332,16 +318,11 @@ def _make_arith(code: int, rev: bool):
         t._idx = 0
         t._version = None
         if _grad_enabled[0] and x.requires_grad:
-            n = _nnew(node_scalar)
-            p = x._node
-            n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
-            n.dtype = out.dtype
-            n.grad = n.mark = n.retained = None
+            n = fast_node(node_scalar, out.dtype, () if frees_scalar else None, x, None)  # () : freed after backward
             n.s = other
             if saves_scalar:
                 n.a = a
                 n.out = out
-            n.versions = () if frees_scalar else None  # () : freed after backward
             t.requires_grad = True
             t._node = n
         else:

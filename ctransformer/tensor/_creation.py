@@ -19,8 +19,8 @@ from ._core import _wrap, Tensor
 _T = sys.modules[__package__]
 
 
-# ------------------------------------------------------------------ kernel-backed ops
-# (ctransformer/ops/<family>.py; imported at the end of this module, which they import)
+# ------------------------------------------------------------------ mm, bmm, where, maximum, minimum
+# (matmul itself, kernel-backed, is ctransformer/ops/linear.py)
 def mm(a: Tensor, b: Tensor) -> Tensor:
     return a.mm(b) if isinstance(a, Tensor) else tensor(a).mm(b)
 

@@ -1,0 +1,84 @@
+"""The hot path's Node subclasses (made by autograd.fast_node, not Node.__init__)
+set every slot Node has, as a Node built by __init__ does."""
+import numpy as np
+import pytest
+
+import ctransformer as ct
+from ctransformer.autograd import Node, apply_op
+
+
+def _pos(shape=(2, 3)):
+    return ct.tensor(np.random.default_rng(0).uniform(0.5, 2.0, shape).astype(np.float32), requires_grad=True)
+
+
+# (node class name, op making it from two positive leaves requiring grad)
+CASES = [
+    ("_AddNode", lambda x, y: x + y),
+    ("_SubNode", lambda x, y: x - y),
+    ("_MulNode", lambda x, y: x * y),
+    ("_DivNode", lambda x, y: x / y),
+    ("_PowNode", lambda x, y: x ** y),
+    ("_AddScalarNode", lambda x, y: x + 1.5),
+    ("_RSubScalarNode", lambda x, y: 1.5 - x),
+    ("_MulScalarNode", lambda x, y: x * 1.5),
+    ("_DivScalarNode", lambda x, y: x / 1.5),
+    ("_RDivScalarNode", lambda x, y: 1.5 / x),
+    ("_PowScalarNode", lambda x, y: x ** 3),
+    ("_RPowScalarNode", lambda x, y: 1.5 ** x),
+    ("_ActivationNode", lambda x, y: x.tanh()),
+]
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def _unset_slots(node) -> list:
+    return [s for s in Node.__slots__ if not hasattr(node, s)]
+
+
+def test_every_fast_node_class_has_a_case():
+    fast = {c.__name__ for c in _subclasses(Node)
+            if c.__module__ in ("ctransformer.tensor._arith", "ctransformer.ops.activation")
+            and "backward" in c.__dict__}
+    assert fast == {name for name, _ in CASES}
+
+
+@pytest.mark.parametrize("name,op", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("grads", ["both", "first", "second"])
+def test_fast_node_sets_every_node_slot(name, op, grads):
+    x, y = _pos(), _pos()
+    if grads == "first":
+        y.requires_grad_(False)
+    if grads == "second":
+        x.requires_grad_(False)
+    out = op(x, y)
+    node = out.grad_fn
+    if node is None:  # a scalar op on x, with only y requiring grad: nothing recorded
+        assert grads == "second" and not out.requires_grad
+        return
+    assert type(node).__name__ == name
+    assert _unset_slots(node) == []
+    assert node.deps == 0 and node.grad is None and node.mark is None and node.retained is None
+    expected = tuple(None if not t.requires_grad else t for t in (x, y))[:len(node.edges)]
+    assert node.edges == expected  # leaves: the edge is the Tensor itself
+    out.sum().backward()
+    for t in (x, y):
+        assert (t.grad is not None) == (t.requires_grad and (len(node.edges) == 2 or t is x))
+
+
+def test_fast_node_edges_point_at_the_parent_node():
+    x = _pos()
+    h = x * 2.0
+    out = h + h
+    assert out.grad_fn.edges == (h.grad_fn, h.grad_fn)
+    x2 = x._data * 2
+    a, b = apply_op((x2, x2 + 1), (x,), lambda g: (g[0] + g[1],), "Two")  # a two-output parent: (node, index)
+    assert (a * 2.0).grad_fn.edges == ((a.grad_fn, 0),) and (b.tanh()).grad_fn.edges == ((b.grad_fn, 1),)
+
+
+def test_init_built_node_sets_every_slot_too():
+    out = _pos().exp()  # _unary: Node(...)
+    assert type(out.grad_fn) is Node and _unset_slots(out.grad_fn) == []
