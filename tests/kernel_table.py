@@ -24,44 +24,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import List
 
 import numpy as np
 
 import ctransformer.kernels as K
-from tolerances import F64, F64_TIGHT
-
-Inputs = Dict[str, Any]
-Cases = Callable[[np.random.Generator, type], List[Inputs]]
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    name: str
-    forward: Callable[..., Any]
-    backward: Callable[..., Dict[str, Optional[np.ndarray]]]
-    reference: Callable[..., Any]
-    cases: Cases
-    empty: Cases
-    differentiable: Tuple[str, ...]
-    accumulates: Dict[str, str] = field(default_factory=dict)
-    torch: Optional[Callable[..., Any]] = None
-    torch_cases: Optional[Cases] = None
-    f64: dict = field(default_factory=lambda: F64)
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-def normal(rng, shape, dtype, scale=1.0, shift=0.0):
-    return np.asarray(scale * rng.standard_normal(shape) + shift).astype(dtype)
-
-
-def off_kinks(x):
-    """Samples moved off |x| < 0.1 (relu's kink), so central differences are exact."""
-    return np.where(np.abs(x) < 0.1, x + np.sign(x + 1e-3) * 0.2, x).astype(x.dtype)
-
+from kernel_info import KernelInfo, normal, off_kinks
+from kernel_table_rnn import GATES, rnn_cell_entry, rnn_entry
+from tolerances import F64_TIGHT
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -490,7 +460,68 @@ SDPA = KernelInfo(
     ("q", "k", "v"), dict(q="dq", k="dk", v="dv"), _torch_sdpa, _sdpa_torch_cases, f64=F64_TIGHT)
 
 
+# ---- multi-head attention (separate projections) -------------------------------
+
+MHA_WEIGHTS = ["q_weight", "k_weight", "v_weight", "q_bias", "k_bias", "v_bias", "out_weight", "out_bias"]
+
+
+def ref_mha(query, key, value, q_weight, k_weight, v_weight, out_weight, num_heads, is_causal, mask=None,
+            q_bias=None, k_bias=None, v_bias=None, out_bias=None):
+    """float64 (out, probs): project, split heads, sdpa, merge, project (torch's maths)."""
+    B, Tq, E = query.shape
+    Dh = E // num_heads
+
+    def heads(x, w, b):
+        y = x @ w.T + (0 if b is None else b)
+        return y.reshape(B, x.shape[1], num_heads, Dh).transpose(0, 2, 1, 3)
+
+    ctx, p = ref_sdpa(heads(query, q_weight, q_bias), heads(key, k_weight, k_bias),
+                      heads(value, v_weight, v_bias), mask, is_causal)
+    ctx = ctx.transpose(0, 2, 1, 3).reshape(B, Tq, E)
+    return ctx @ out_weight.T + (0 if out_bias is None else out_bias), p
+
+
+def _mha_args(inputs):
+    """The keyword arguments of mha_forward/backward: absent biases as None."""
+    return {n: inputs.get(n) for n in MHA_WEIGHTS}
+
+
+def _mha_forward(query, key, value, num_heads, is_causal, mask=None, **weights):
+    out, saved = K.mha_forward(query, key, value, **_mha_args(weights), num_heads=num_heads, mask=mask,
+                               is_causal=is_causal)
+    return out, saved.probs, saved
+
+
+def _mha_backward(dout, saved, acc, query, key, value, num_heads, is_causal, mask=None, **weights):
+    grads = K.mha_backward(dout, query, key, value, **_mha_args(weights), num_heads=num_heads, saved=saved[2],
+                           mask=mask, is_causal=is_causal)
+    return {n: getattr(grads, n) for n in ["query", "key", "value"] + MHA_WEIGHTS}
+
+
+def _mha_cases(rng, dtype, B=2, Tq=3, Tk=4, E=8, Ek=6, Ev=5):
+    out = []
+    for kind, causal, bias in [(None, False, True), ("bool", True, True), ("float", False, False),
+                               (None, True, False)]:
+        shapes = dict(q_weight=(E, E), k_weight=(E, Ek), v_weight=(E, Ev), out_weight=(E, E))
+        if bias:
+            shapes.update(q_bias=(E,), k_bias=(E,), v_bias=(E,), out_bias=(E,))
+        case = dict(query=normal(rng, (B, Tq, E), dtype), key=normal(rng, (B, Tk, Ek), dtype),
+                    value=normal(rng, (B, Tk, Ev), dtype), num_heads=2, is_causal=causal,
+                    **{n: normal(rng, shape, dtype, 0.5) for n, shape in shapes.items()})
+        if kind is not None:
+            case["mask"] = make_mask(kind, rng, (B, 2, Tq, Tk) if kind == "bool" else (B, 1, Tq, Tk), dtype)
+        out.append(case)
+    return out
+
+
+MHA = KernelInfo(
+    "mha", _mha_forward, _mha_backward, ref_mha, _mha_cases,
+    lambda rng, dtype: [_mha_cases(rng, dtype, B=0)[0], _mha_cases(rng, dtype, Tq=0)[0]],
+    ("query", "key", "value", *MHA_WEIGHTS), f64=F64_TIGHT)
+
+
 KERNELS: List[KernelInfo] = (
     [_activation(kind) for kind in K.ACTIVATION_KINDS]
     + [_softmax(False), _softmax(True), LINEAR, MATMUL, BMM, LAYERNORM, ADD_LAYERNORM, BIAS_ACT, EMBEDDING,
-       DROPOUT, CROSS_ENTROPY, SDPA])
+       DROPOUT, CROSS_ENTROPY, SDPA, MHA]
+    + [rnn_entry(mode) for mode in GATES] + [rnn_cell_entry(mode) for mode in GATES])
