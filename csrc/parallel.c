@@ -15,24 +15,28 @@
 /* ---------------------------------------------------------------------------
  * Thread policy (see parallel.h).
  *
- * Measured (`python bench/bench_threads.py --gemm --quick`, 2-core AMD EPYC,
- * bundled OpenBLAS 0.3.34, OPENBLAS_THREAD_TIMEOUT=4 as ctransformer sets it):
- * time of one sgemm at 2 threads / at 1 thread, with k other processes
- * busy on the machine (the loaded columns are noisy, +-50 %):
+ * Measured (`python bench/bench_threads.py --gemm`, 2-core AMD EPYC, bundled
+ * OpenBLAS 0.3.34, OPENBLAS_THREAD_TIMEOUT=20 as ctransformer sets it): time
+ * of one sgemm at 2 threads / at 1 thread, calls back to back, with k other
+ * processes busy on the machine (the loaded columns are noisy: repeated runs
+ * moved single entries by 2x and more, never below the quiet column):
  *
  *     MFLOP (M x N x K)        k = 0    k = 1    k = 2
- *       1.0 (128x64x64)        1.99     1.92     3.15
- *       2.1 (256x64x64)        1.59     1.86     2.91
- *       6.3 (768x64x64)        0.81     1.73     2.30
- *      25.2 (768x256x64)       0.67     1.32     1.54
- *      33.6 (1024x128x128)     0.74     0.94     2.17
- *     134   (1024x512x128)     0.69     1.04     1.68
- *     537   (1024x512x512)     0.60     2.90     0.85
- *    2148   (1024x2048x512)    0.42     1.23     1.07
- *    8389   (1024x8000x512)    0.62     0.84     0.74
+ *       1.0 (128x64x64)        1.05     1.40     1.57
+ *       2.1 (256x64x64)        0.75     1.41    15.0
+ *       6.3 (768x64x64)        0.68     1.13     1.17
+ *      25.2 (768x256x64)       0.67     1.20     2.03
+ *      33.6 (1024x128x128)     0.67     1.01     3.97
+ *     134   (1024x512x128)     0.64     1.01     1.49
+ *     537   (1024x512x512)     0.63     1.20     1.16
+ *    2148   (1024x2048x512)    0.62     1.02     1.50
+ *    8389   (1024x8000x512)    0.56     0.95     0.77
  *
- * So on a quiet machine a second thread pays from ~5 MFLOP on (waking a
- * sleeping worker costs ~20 us), but when the cores are taken the caller
+ * So on a quiet machine a second thread pays from ~2 MFLOP on when the
+ * worker is still awake; inside a training step the gaps between GEMMs let
+ * it fall asleep, and waking it costs tens of microseconds, hence 5 MFLOP
+ * (the demo-size step, whose GEMMs are 6-30 MFLOP: 0.90x the 1-thread time
+ * at 2 threads with this threshold).  When the cores are taken the caller
  * waits for a descheduled helper (a time slice, milliseconds) and only
  * GEMMs of several GFLOP (>= 50 ms) gain reliably.  Hence two thresholds,
  * and between them the number of idle cores decides: the runnable threads of
