@@ -32,7 +32,7 @@
 #define SQRT sqrtf
 #define FABS fabsf
 #define POW powf
-#define GEMM CT_BLAS(cblas_sgemm)
+#define GEMM ct_sgemm /* cblas_sgemm + thread policy (ct_blas.h) */
 #define GEMM_BATCH_STRIDED CT_BLAS(cblas_sgemm_batch_strided)
 #define AXPY CT_BLAS(cblas_saxpy)
 #define DOT CT_BLAS(cblas_sdot)
@@ -48,7 +48,7 @@
 #define SQRT sqrt
 #define FABS fabs
 #define POW pow
-#define GEMM CT_BLAS(cblas_dgemm)
+#define GEMM ct_dgemm
 #define GEMM_BATCH_STRIDED CT_BLAS(cblas_dgemm_batch_strided)
 #define AXPY CT_BLAS(cblas_daxpy)
 #define DOT CT_BLAS(cblas_ddot)

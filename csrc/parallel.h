@@ -1,12 +1,26 @@
-/* parallel.h - run one function on several threads, each with its own rank.
+/* parallel.h - how many threads a kernel call uses, and running one
+ * function on several threads.
  *
- * Used where the work splits into parts that never talk to each other, e.g.
- * the batch rows of a recurrent layer: every sequence of the batch runs its
- * whole time loop independently, so each thread takes a block of rows for
- * all T steps and the threads meet only once, at the end (no per-step
- * barrier). */
+ * Thread policy (issue 15: "never slower than one thread").  The ceiling is
+ * OpenBLAS's thread count, which set_num_threads(n) sets; a kernel call asks
+ * ct_threads_for(flops, ceiling) how many of those threads its work is worth.
+ * Waking a helper thread costs a few microseconds on a quiet machine, but
+ * when other processes keep every core busy the helper waits for a time
+ * slice (milliseconds) and the caller waits for it: a call that is not long
+ * enough to amortise that wait runs on the calling thread.  The thresholds
+ * (in parallel.c) are measured with `python bench/bench_threads.py --gemm`.
+ *
+ * ct_parallel_run is used where the work splits into parts that never talk
+ * to each other, e.g. the batch rows of a recurrent layer: every sequence of
+ * the batch runs its whole time loop independently, so each thread takes a
+ * block of rows for all T steps and the threads meet only once, at the end
+ * (no per-step barrier). */
 #ifndef CT_PARALLEL_H
 #define CT_PARALLEL_H
+
+/* Threads (1 .. ceiling) worth using for one call doing `flops`
+ * floating-point operations (a GEMM: 2 M N K). */
+int ct_threads_for(double flops, int ceiling);
 
 typedef void (*ct_parallel_fn)(void *ctx, int rank, int size);
 

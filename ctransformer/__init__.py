@@ -10,11 +10,18 @@ __version__ = "0.1.0"
 
 import os as _os
 
-# Idle OpenBLAS threads busy-wait for 2^28 cycles (~0.1 s) after each parallel
-# GEMM before they sleep; on a core our recurrent kernels' own threads need
-# (csrc/packed_gemm.c) that spinning halved 2-thread LSTM speed.  2^20 cycles
-# (~0.3 ms) keeps back-to-back GEMMs warm.  Read once when the bundled OpenBLAS
-# loads (with _C, below); a value the user set wins.
+# Idle OpenBLAS threads busy-wait for 2^OPENBLAS_THREAD_TIMEOUT cycles after
+# each parallel call before they sleep: by default 2^28 (~0.1 s), spinning on
+# a core that another process (or our recurrent kernels' own threads, see
+# csrc/packed_gemm.c: that halved 2-thread LSTM speed) needs.  2^20 cycles
+# (~0.3 ms) keeps back-to-back GEMMs warm: waking a worker that went to sleep
+# costs more than a second thread gains on a small GEMM inside a training
+# step (measured, demo-size Transformer step, 2 threads / 1 thread: 0.89 at
+# 20, 1.14 at 4, OpenBLAS's minimum).  The thread policy (csrc/parallel.c)
+# uses a second thread only where no other process needs the core, so the
+# spinning is short and on an idle core.  The bundled OpenBLAS reads this
+# name (checked in its strings) once, when it loads with _C below; a value
+# the user set wins.
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 

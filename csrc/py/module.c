@@ -6,6 +6,7 @@
 #include "families.h"
 #include "../ct_blas.h"
 #include "../packed_gemm.h"
+#include "../parallel.h"
 
 #define CT_DECLARE_TABLE(family) extern PyMethodDef ct_methods_##family[];
 CT_FAMILIES(CT_DECLARE_TABLE)
@@ -25,6 +26,15 @@ static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
 static PyObject *py_get_num_threads(PyObject *self, PyObject *unused)
 {
     return PyLong_FromLong(ct_blas_get_num_threads());
+}
+
+/* threads_for(flops, ceiling) -> threads one kernel call of `flops` uses (parallel.h) */
+static PyObject *py_threads_for(PyObject *self, PyObject *args)
+{
+    double flops;
+    int ceiling;
+    if (!PyArg_ParseTuple(args, "di:threads_for", &flops, &ceiling)) return NULL;
+    return PyLong_FromLong(ct_threads_for(flops, ceiling));
 }
 
 static PyObject *py_blas_config(PyObject *self, PyObject *unused)
@@ -61,6 +71,7 @@ static PyMethodDef base_methods[] = {
     {"packed_gemm", py_packed_gemm, METH_O, "Select the packed recurrent GEMM kernel."},
     {"set_num_threads", py_set_num_threads, METH_O, "Set the number of BLAS threads."},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "Number of BLAS threads."},
+    {"threads_for", py_threads_for, METH_VARARGS, "Threads the policy gives one call of this many flops."},
     {"blas_config", py_blas_config, METH_NOARGS, "Which OpenBLAS this build links."},
     {NULL, NULL, 0, NULL},
 };

@@ -5,7 +5,11 @@ from .. import _C
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads in every kernel (OpenBLAS included)."""
+    """Use at most ``n`` threads in every kernel (OpenBLAS included).
+
+    ``n`` is a ceiling: each call uses as many of them as its work is worth
+    (``threads_for``), so that the default (all cores) is never slower than
+    one thread, on a quiet or a busy machine."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}")
     if n >= 2 ** 31:
@@ -16,6 +20,19 @@ def set_num_threads(n: int) -> None:
 def get_num_threads() -> int:
     """Number of threads kernels use."""
     return _C.get_num_threads()
+
+
+def threads_for(flops: float, ceiling: int | None = None) -> int:
+    """Threads (1 .. ceiling) the thread policy gives one kernel call doing
+    ``flops`` floating-point operations (a GEMM (M, K) @ (K, N): 2 M N K),
+    with ``ceiling`` defaulting to ``get_num_threads()``.
+
+    Below ~5 MFLOP one thread; from ~4 GFLOP the ceiling; in between as
+    many as there are idle cores (other processes' load counts), the
+    thresholds measured in csrc/parallel.c (bench/bench_threads.py --gemm)."""
+    if ceiling is None:
+        ceiling = get_num_threads()
+    return _C.threads_for(float(flops), int(ceiling))
 
 
 def blas_config() -> str:

@@ -1,0 +1,208 @@
+"""Benchmark: is the default thread count ever slower than one thread?
+
+    python bench/bench_threads.py             # the full table (~3 min on 2 cores)
+    python bench/bench_threads.py --quick     # a short run
+    python bench/bench_threads.py --lib DIR   # time the ctransformer built in DIR (before/after)
+
+For k = 0, 1, 2 other busy processes (each a Python loop spinning on one
+core, bounded in time and killed by pid when its row is done) this times one
+training step of two models from bench_transformer.py (the tutorial's
+Seq2SeqTransformer, forward + CrossEntropyLoss + backward + Adam):
+
+  demo  d_model 64, 4 heads, 2+2 layers, ff 256, vocab 300, batch 64,
+        lengths 12 (the size `python -m ctransformer demo` trains)
+  d512  bench_transformer's config (a): d_model 512, 8 heads, 3+3 layers,
+        ff 2048, vocab 8000, batch 32, lengths 32
+
+at the default thread count (what a new user gets: all cores) and at one
+thread, steps of the two settings interleaved, and prints the median times
+and default/1-thread.  With torch importable the same rows are run for torch
+(torch.set_num_threads), after ours (interleaving the libraries would leave
+one's spinning idle threads on the other's cores).
+
+Targets (issue 15): demo default/1-thread <= 1.10 at every k; d512 at
+k = 0: 1-thread/default >= 1.6 (default at least 1.6x faster).
+
+    python bench/bench_threads.py --gemm      # one sgemm at 1 and 2 threads, by size
+
+times single OpenBLAS sgemm calls (the library our kernels call, through
+ctypes) of growing size at 1 and 2 threads under the same loads: the
+measurement behind the thresholds of csrc/parallel.h.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+MODELS = {
+    "demo": (dict(d_model=64, nhead=4, layers=2, ff=256, vocab=300), 64, 12),
+    "d512": (None, 32, 32),  # bench_transformer.CONFIGS["a"] and its BATCH, SEQ
+}
+BUSY_SECONDS = 600  # a busy process ends by itself after this, even if we die without killing it
+
+
+def import_ctransformer(lib_dir: str | None):
+    """ctransformer from lib_dir (default: this checkout's in-place build).
+    Imported before bench_transformer, which would put this checkout first."""
+    sys.path.insert(0, lib_dir or ROOT)
+    import ctransformer
+    return ctransformer
+
+
+def start_busy(k: int) -> list:
+    """k processes each spinning one core for at most BUSY_SECONDS."""
+    loop = f"import time\nend = time.monotonic() + {BUSY_SECONDS}\nwhile time.monotonic() < end:\n    pass\n"
+    return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(k)]
+
+
+def stop_busy(procs: list) -> None:
+    for p in procs:
+        p.kill()  # by pid (Popen keeps it); these are the processes started above
+    for p in procs:
+        p.wait()
+
+
+def batch(bt, batch_size: int, seq: int, vocab: int):
+    """bench_transformer.make_batch at another batch size / length."""
+    saved = bt.BATCH, bt.SEQ
+    bt.BATCH, bt.SEQ = batch_size, seq
+    try:
+        return bt.make_batch(vocab)
+    finally:
+        bt.BATCH, bt.SEQ = saved
+
+
+def steppers(bt, ct, name: str, with_torch: bool) -> dict:
+    """{"ours": step, "torch": step}: closures running one training step."""
+    cfg, batch_size, seq = MODELS[name]
+    cfg = cfg or bt.CONFIGS["a"]
+    if not with_torch:  # build_pair uses torch whenever it is importable
+        bt.have_torch = lambda: False
+    (m_c, ns_c), (m_t, ns_t) = bt.build_pair(cfg)
+    src, tgt = batch(bt, batch_size, seq, cfg["vocab"])
+    fns = {"ours": bt.trainer(m_c, ns_c, ct, src, tgt)}
+    if with_torch:
+        import torch
+        fns["torch"] = bt.trainer(m_t, ns_t, torch, src, tgt)
+    return fns
+
+
+def timed_pairs(step, set_threads, default: int, warmup: int, reps: int) -> tuple:
+    """Median seconds of `step` at (default, 1) threads, the two settings
+    alternating step by step so that both see the same load."""
+    times = {default: [], 1: []}
+    for r in range(warmup + reps):
+        for n in (default, 1):
+            set_threads(n)
+            t0 = time.perf_counter()
+            step()
+            if r >= warmup:
+                times[n].append(time.perf_counter() - t0)
+    set_threads(default)
+    return statistics.median(times[default]), statistics.median(times[1])
+
+
+GEMM_SHAPES = [(128, 64, 64), (256, 64, 64), (768, 64, 64), (768, 256, 64), (768, 64, 256), (1024, 128, 128), (1024, 512, 128),
+               (1024, 512, 512), (1024, 2048, 512), (1024, 8000, 512)]  # (M, N, K): out (M, N) = (M, K)(K, N)
+
+
+def gemm_seconds(bench_linear, lib, shape, threads: int, rounds: int) -> float:
+    """Median seconds of one row-major sgemm, each round ~20 ms of calls."""
+    import numpy as np
+    M, N, K = shape
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((M, K), np.float32), rng.standard_normal((K, N), np.float32)
+    c = np.empty((M, N), np.float32)
+    lib.scipy_openblas_set_num_threads(threads)
+    calls = max(1, int(0.02 / (2.0 * M * N * K / 50e9)))
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            bench_linear.sgemm(lib, 111, 111, M, N, K, a, K, b, N, c, N)
+        samples.append((time.perf_counter() - t0) / calls)
+    return statistics.median(samples)
+
+
+def gemm_table(ct, loads, quick: bool) -> None:
+    sys.path.insert(0, HERE)
+    bench_linear = importlib.import_module("bench_linear")
+    lib = bench_linear.load_openblas()
+    ceiling = ct.get_num_threads()
+    print(f"{'M x N x K':<18} {'MFLOP':>7} {'busy':>4} {'1-thr us':>9} {'2-thr us':>9} {'2/1':>6}")
+    for k in loads:
+        procs = start_busy(k)
+        try:
+            time.sleep(0.2 if k else 0)
+            for shape in GEMM_SHAPES:
+                one = gemm_seconds(bench_linear, lib, shape, 1, 3 if quick else 5)
+                two = gemm_seconds(bench_linear, lib, shape, 2, 3 if quick else 5)
+                mflop = 2.0 * shape[0] * shape[1] * shape[2] / 1e6
+                print(f"{'x'.join(map(str, shape)):<18} {mflop:>7.1f} {k:>4} {one * 1e6:>9.1f} {two * 1e6:>9.1f} "
+                      f"{two / one:>6.2f}", flush=True)
+        finally:
+            stop_busy(procs)
+    lib.scipy_openblas_set_num_threads(ceiling)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer steps")
+    ap.add_argument("--lib", default=None, help="directory holding the ctransformer package to time")
+    ap.add_argument("--no-torch", action="store_true", help="leave torch out even if importable")
+    ap.add_argument("--loads", default="0,1,2", help="numbers of busy processes, e.g. '0,2'")
+    ap.add_argument("--models", default="demo,d512", help="which models, e.g. 'demo'")
+    ap.add_argument("--gemm", action="store_true", help="time single sgemm calls by size instead")
+    args = ap.parse_args()
+    ct = import_ctransformer(args.lib)
+    if args.gemm:
+        gemm_table(ct, [int(x) for x in args.loads.split(",")], args.quick)
+        return
+    sys.path.insert(0, HERE)
+    bt = importlib.import_module("bench_transformer")
+    with_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
+    set_threads = {"ours": ct.set_num_threads}
+    default = {"ours": ct.get_num_threads()}
+    if with_torch:
+        import torch
+        set_threads["torch"] = torch.set_num_threads
+        default["torch"] = torch.get_num_threads()
+    reps = {"demo": (1, 4), "d512": (1, 2)} if args.quick else {"demo": (2, 9), "d512": (1, 3)}
+    models = args.models.split(",")
+    fns = {name: steppers(bt, ct, name, with_torch) for name in models}
+    print(f"ctransformer from {os.path.dirname(ct.__file__)} ({ct.kernels.blas_config()}), default "
+          f"threads {default}; torch: {torch.__version__ if with_torch else 'not timed'}; {os.cpu_count()} "
+          f"cores; median of reps after warm-up {reps}; load average {os.getloadavg()[0]:.2f}")
+    hdr = f"{'model':<6} {'busy':>4} {'lib':<6} {'default ms':>10} {'1-thr ms':>9} {'default/1':>9}  note"
+    print(hdr)
+    print("-" * len(hdr), flush=True)
+    for k in (int(x) for x in args.loads.split(",")):
+        procs = start_busy(k)
+        try:
+            time.sleep(0.2 if k else 0)  # let the busy loops start
+            for name in models:
+                for lib in fns[name]:  # ours, then torch (not interleaved: torch's idle threads spin)
+                    d, one = timed_pairs(fns[name][lib], set_threads[lib], default[lib], *reps[name])
+                    note = ""
+                    if lib == "ours" and name == "demo":
+                        note = "target <= 1.10"
+                    elif lib == "ours" and k == 0:
+                        note = f"speed-up {one / d:.2f}x (target >= 1.6x)"
+                    print(f"{name:<6} {k:>4} {lib:<6} {d * 1e3:>10.1f} {one * 1e3:>9.1f} {d / one:>9.2f}  {note}",
+                          flush=True)
+        finally:
+            stop_busy(procs)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
