@@ -86,36 +86,61 @@ static inline double ct_select_f64(int cond, double a, double b)
 #define CT_EXPF_SMALL -104.0f  /* < ln(2^-150) = -103.97: result 0 */
 #define CT_ROUND_F32 0x1.8p23f /* 1.5 * 2^23 */
 
-static inline float ct_expf(float x)
+/* Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2 (ln2 = 0.693359375 -
+ * 2.12194440e-4, Cephes), and exp(r) = 1 + r + r^2 P(r) with Cephes expf's
+ * minimax P; returns exp(r) and k (in *kf).  Shared by ct_expf and
+ * ct_expf_nonpositive (|x| <= 104 here, so k fits the rounding trick). */
+static inline float ct_expf_reduced(float x, float *kf)
 {
-    float xc = ct_select_f32(x > CT_EXPF_BIG, CT_EXPF_BIG, x);
-    xc = ct_select_f32(xc < CT_EXPF_SMALL, CT_EXPF_SMALL, xc);
-    float kf = (xc * 1.44269504088896341f + CT_ROUND_F32) - CT_ROUND_F32;
-    float k1f = (kf * 0.5f + CT_ROUND_F32) - CT_ROUND_F32;
-    float k2f = kf - k1f;
-    /* r = x - k ln2 with ln2 = 0.693359375 - 2.12194440e-4 (Cephes) */
-    float r = xc - kf * 0.693359375f;
-    r = r - kf * -2.12194440e-4f;
-    /* exp(r) = 1 + r + r^2 P(r), Cephes expf's minimax P */
+    float k = (x * 1.44269504088896341f + CT_ROUND_F32) - CT_ROUND_F32;
+    float r = x - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    float er = p * (r * r) + r + 1.0f;
-    /* 2^k1, 2^k2 from the exponent field (bias 127).  k is read from the
-     * low mantissa bits of k + 1.5 * 2^23 in unsigned arithmetic: a float
-     * to int conversion would be undefined for NaN (whose scale factors
-     * are then garbage, but er is NaN and so is the result). */
-    uint32_t e1 = ct_bits_f32(k1f + CT_ROUND_F32) - ct_bits_f32(CT_ROUND_F32) + 127u;
-    uint32_t e2 = ct_bits_f32(k2f + CT_ROUND_F32) - ct_bits_f32(CT_ROUND_F32) + 127u;
-    float s1 = ct_from_bits_f32(e1 << 23);
-    float s2 = ct_from_bits_f32(e2 << 23);
-    float y = er * s1 * s2;
+    *kf = k;
+    return p * (r * r) + r + 1.0f;
+}
+
+/* 2^k for an integer k in [-126, 127] held in a float, from the exponent
+ * field (bias 127).  k is read from the low mantissa bits of k + 1.5 * 2^23
+ * in unsigned arithmetic: a float to int conversion would be undefined for
+ * NaN (whose scale factor is then garbage, but the caller's result is NaN). */
+static inline float ct_pow2f(float k)
+{
+    return ct_from_bits_f32((ct_bits_f32(k + CT_ROUND_F32) - ct_bits_f32(CT_ROUND_F32) + 127u) << 23);
+}
+
+static inline float ct_expf(float x)
+{
+    float xc = ct_select_f32(x > CT_EXPF_BIG, CT_EXPF_BIG, x);
+    xc = ct_select_f32(xc < CT_EXPF_SMALL, CT_EXPF_SMALL, xc);
+    float kf;
+    float er = ct_expf_reduced(xc, &kf);
+    float k1f = (kf * 0.5f + CT_ROUND_F32) - CT_ROUND_F32;
+    float y = er * ct_pow2f(k1f) * ct_pow2f(kf - k1f);
     y = ct_select_f32(x > CT_EXPF_BIG, INFINITY, y);
     y = ct_select_f32(x < CT_EXPF_SMALL, 0.0f, y);
     return y;
+}
+
+/* The fast variant, for x <= 0 (callers pass -|a|): one clamp and one scale
+ * factor where ct_expf needs two of each (for subnormal results and k = 128).
+ * Used where exp is the hot loop's cost: the recurrent gates and tanh.
+ * Contract: for ln(FLT_MIN) = -87.34 <= x <= 0, ct_expf's reduction and
+ * polynomial, so the same <= 0.94 ulp (last binade: subnormal, rounded
+ * once); x < -87.34 -> 0 exactly (no smaller subnormals), exp(-inf) = 0,
+ * NaN -> NaN.  x > 0 is outside its domain. */
+#define CT_EXPF_NORMAL_MIN -87.3365448f /* ln(FLT_MIN) */
+static inline float ct_expf_nonpositive(float x)
+{
+    float xc = ct_select_f32(x < CT_EXPF_NORMAL_MIN, 0.0f, x);
+    float kf;
+    float er = ct_expf_reduced(xc, &kf);
+    return ct_select_f32(x < CT_EXPF_NORMAL_MIN, 0.0f, er * ct_pow2f(kf));
 }
 
 #define CT_EXP_BIG 710.0       /* > ln(DBL_MAX) = 709.78: result +inf */
@@ -160,11 +185,14 @@ static inline double ct_exp(double x)
 
 /* ======================= tanh ======================================= *
  * |x| < 0.625: odd polynomial/rational in x (no cancellation near 0);
- * otherwise tanh|x| = 1 - 2 / (exp(2|x|) + 1) >= 0.55 (mild cancellation),
- * and exp overflowing to inf gives exactly 1.  Both are computed and one is
+ * otherwise tanh|x| = (1 - e) / (1 + e) with e = exp(-2|x|) <= 0.29 (no
+ * cancellation; float32 takes the fast ct_expf_nonpositive, whose flush to 0
+ * below 2^-126 only happens where tanh rounds to 1), double 1 - 2 / (exp(2|x|)
+ * + 1), exp overflowing to inf giving exactly 1.  Both are computed and one is
  * selected, for |x|; the sign is copied from x at the end (tanh(-0) = -0).  Coefficients:
  * Cephes tanhf / tanh (Stephen L. Moshier).
- * Contract: ct_tanhf <= 1.3 ulp, ct_tanh <= 1.0 ulp (relative, also near 0);
+ * Contract: ct_tanhf <= 1.5 ulp (1.47 measured), ct_tanh <= 1.0 ulp (relative,
+ * also near 0);
  * tanh(+-inf) = +-1 exactly, tanh(-0) = -0, tanh(NaN) = NaN. */
 static inline float ct_tanhf(float x)
 {
@@ -176,7 +204,8 @@ static inline float ct_tanhf(float x)
     small = small * z + 1.33314422036e-1f;
     small = small * z - 3.33332819422e-1f;
     small = small * z * ax + ax;
-    float big = 1.0f - 2.0f / (ct_expf(2.0f * ax) + 1.0f);
+    float e = ct_expf_nonpositive(-2.0f * ax); /* <= 0.29; 0 for |x| > 43.7, where tanh = 1 */
+    float big = (1.0f - e) / (1.0f + e);
     return copysignf(ct_select_f32(ax < 0.625f, small, big), x);
 }
 
@@ -208,6 +237,17 @@ static inline double ct_sigmoid(double x)
 {
     double e = ct_exp(-fabs(x));
     return ct_select_f64(x >= 0.0, 1.0, e) / (1.0 + e);
+}
+
+/* The fast variant (float32): ct_sigmoidf on ct_expf_nonpositive, for the
+ * recurrent gates, where sigmoid is the step's elementwise cost.
+ * Contract: <= 2.3 ulp where sigmoid(x) >= FLT_MIN (x >= -87.34), exactly 0
+ * below (ct_sigmoidf keeps the subnormal tail); sigmoid(-inf) = 0,
+ * sigmoid(+inf) = 1 exactly, NaN -> NaN.  Float64 uses ct_sigmoid. */
+static inline float ct_sigmoidf_fast(float x)
+{
+    float e = ct_expf_nonpositive(-fabsf(x));
+    return ct_select_f32(x >= 0.0f, 1.0f, e) / (1.0f + e);
 }
 
 /* ======================= erf (float32) ============================== *
@@ -252,6 +292,7 @@ static inline float ct_erff(float x)
 #define VEXP(x) _Generic((x), float: ct_expf, double: ct_exp)(x)
 #define VTANH(x) _Generic((x), float: ct_tanhf, double: ct_tanh)(x)
 #define VSIGMOID(x) _Generic((x), float: ct_sigmoidf, double: ct_sigmoid)(x)
+#define VSIGMOID_FAST(x) _Generic((x), float: ct_sigmoidf_fast, double: ct_sigmoid)(x)
 #define VERF(x) _Generic((x), float: ct_erff, double: erf)(x)
 #define VGELU(x) _Generic((x), float: ct_gelu_f32, double: ct_gelu_f64)(x)
 #define VGELU_SLOPE(x) _Generic((x), float: ct_gelu_slope_f32, double: ct_gelu_slope_f64)(x)

@@ -28,7 +28,7 @@
 
 #include "ct_math.h"
 
-/* The gate functions are ct_math.h's branch-free VSIGMOID and VTANH (exact
+/* The gate functions are ct_math.h's branch-free VSIGMOID_FAST and VTANH (exact
  * limits: sigmoid(-inf) = 0, tanh(+-inf) = +-1), and the relu selects are
  * VSELECTs, so the gate loops vectorise. */
 
@@ -57,10 +57,10 @@ static CT_VECTOR_CLONES void FN(row_forward)(int mode, ct_int H, real *restrict 
         break;
     case CT_LSTM:
         for (ct_int k = 0; k < H; k++) {
-            real i = VSIGMOID(xg[k] + hp[k]);
-            real f = VSIGMOID(xg[H + k] + hp[H + k]);
+            real i = VSIGMOID_FAST(xg[k] + hp[k]);
+            real f = VSIGMOID_FAST(xg[H + k] + hp[H + k]);
             real g = VTANH(xg[2 * H + k] + hp[2 * H + k]);
-            real o = VSIGMOID(xg[3 * H + k] + hp[3 * H + k]);
+            real o = VSIGMOID_FAST(xg[3 * H + k] + hp[3 * H + k]);
             c_new[k] = f * c[k] + i * g;
             h_new[k] = o * VTANH(c_new[k]);
             xg[k] = i, xg[H + k] = f, xg[2 * H + k] = g, xg[3 * H + k] = o;
@@ -68,8 +68,8 @@ static CT_VECTOR_CLONES void FN(row_forward)(int mode, ct_int H, real *restrict 
         break;
     default: /* CT_GRU */
         for (ct_int k = 0; k < H; k++) {
-            real r = VSIGMOID(xg[k] + hp[k]);
-            real z = VSIGMOID(xg[H + k] + hp[H + k]);
+            real r = VSIGMOID_FAST(xg[k] + hp[k]);
+            real z = VSIGMOID_FAST(xg[H + k] + hp[H + k]);
             real pn = hp[2 * H + k];
             real n = VTANH(xg[2 * H + k] + r * pn);
             h_new[k] = (1 - z) * n + z * h[k];

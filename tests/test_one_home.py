@@ -149,7 +149,7 @@ def test_lstm_gate_at_minus_inf_is_exactly_zero(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rnn_tanh_gate_keeps_the_tanh_contract(dtype):
-    # h = tanh(x * 1 + 0): ct_math.h's tanh, <= 1.3 ulp (float32) / 1.0 ulp (float64) measured
+    # h = tanh(x * 1 + 0): ct_math.h's tanh, <= 1.5 ulp (float32) / 1.0 ulp (float64) measured
     x = np.concatenate([np.linspace(-12, 12, 40_001), np.geomspace(1e-30, 1e-3, 2_000),
                         [0.0, np.inf, -np.inf]]).astype(dtype)
     xs = x.reshape(1, -1, 1)
@@ -159,3 +159,22 @@ def test_rnn_tanh_gate_keeps_the_tanh_contract(dtype):
     assert_ulp(got, np.tanh(x.astype(np.float64)), x, dtype, 2.0, "rnn tanh gate")
     assert got[-2] == 1 and got[-1] == -1
     assert identical(got, K.activation_forward(x, "tanh"))  # the same tanh as nn.Tanh
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lstm_gate_sigmoid_is_the_shared_sigmoid(dtype):
+    # one step with c0 = 1 and only the forget gate fed (pre-activation a): i = o = 1/2,
+    # g = tanh(0) = 0, so c' = f * 1 + i * 0 = sigmoid(a) exactly.  The gates' fast
+    # sigmoid (VSIGMOID_FAST) equals nn.Sigmoid's wherever sigmoid(a) >= FLT_MIN and is
+    # exactly 0 below (float32; float64 runs the accurate one everywhere).
+    # (no +-inf here: the zero weights of the other gates would make inf * 0 = NaN;
+    # the infinite limits are test_lstm_gate_at_minus_inf_is_exactly_zero's)
+    a = np.concatenate([np.linspace(-120, 30, 30_001), [-0.0]]).astype(dtype)
+    B = a.size
+    w_ih = np.array([[0], [1], [0], [0]], dtype=dtype)
+    _, _, c_n, _ = K.rnn_forward(a.reshape(1, B, 1), None, w_ih, np.zeros((4, 1), dtype), None, None, "lstm",
+                                 c0=np.ones((B, 1), dtype))
+    got, want = c_n.ravel(), K.activation_forward(a, "sigmoid")
+    normal = want >= np.finfo(dtype).tiny
+    assert identical(got[normal], want[normal])
+    assert np.all(got[~normal] == 0) and got[-1] == 0.5
