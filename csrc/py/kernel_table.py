@@ -451,3 +451,62 @@ kernel("ff_backward", "fused",
            Call("ff_backward", "dx, dw1, db1, dw2, db2, dout, x, h, keep, p, w1, b1, w2, act_id, M, D, F",
                 alloc=True),
            ("dx", "dw1", "db1", "dw2", "db2")], python=False)
+
+# ------------------------------------------------------------------ decode
+ROW_INTS = "object[Union[int, np.ndarray]]"
+
+kernel("kv_cache_append", "decode", "cache_k, cache_v, k_t, v_t, pos: " + ROW_INTS, '''
+Write k_t (B, H, Dh) into cache_k[:, :, pos] and v_t (B, H, Dv) into
+cache_v[:, :, pos], in place.  pos: an int, or (B,) ints (one slot per
+row), each in [0, Tmax).
+''', "None")
+
+kernel("attend_step", "decode", "q_t, cache_k, cache_v, lengths: " + ROW_INTS
+       + ", key_padding_mask: array? = None, scale: object[Optional[float]] = None", '''
+Attention of one query per (row, head) over the cache.
+
+q_t (B, H, Dh), cache_k (B, H, Tmax, Dh), cache_v (B, H, Tmax, Dv);
+lengths: int or (B,) ints in [0, Tmax], row b sees slots < lengths[b];
+key_padding_mask (B, Tmax) bool, True = hidden, or None; scale defaults
+to 1/sqrt(Dh) -> out (B, H, Dv) = softmax(scale q k^T) v.
+''', ARRAY)
+
+kernel("cache_reorder", "decode", "cache, rows, length: object[Optional[int]] = None", '''
+Gather cache rows: cache (B_in, H, Tmax, D), rows (B_out,) ints in
+[0, B_in) -> new (B_out, H, Tmax, D) with out[i] = cache[rows[i]] for the
+first ``length`` slots (all by default) and zeros after.  B_out may
+differ from B_in (e.g. expanding a batch to batch x beams).
+''', ARRAY, [
+    In("cache", "float", 4),
+    C('''npy_intp B_in = PyArray_DIM(cache, 0), H = PyArray_DIM(cache, 1), Tmax = PyArray_DIM(cache, 2);
+    npy_intp D = PyArray_DIM(cache, 3), length = Tmax;'''),
+    In("rows", "ids", 1, ['ct_check_ids(@, fn, "rows", 0, B_in, 0, 0)']),
+    C('''if (o_length != NULL && o_length != Py_None) {
+        long long v;
+        if (ct_int_arg(o_length, fn, "length", 0, (long long)Tmax, "cache.shape[2]", PyExc_ValueError, &v))
+            goto fail;
+        length = (npy_intp)v;
+    }
+    npy_intp shape[4] = {PyArray_DIM(rows, 0), H, Tmax, D};
+    PyArrayObject *out = length < Tmax ? ct_zeros(&held, t, 4, shape) : ct_empty(&held, t, 4, shape);
+    if (out == NULL) goto fail;''', arrays=["out"]),
+    Call("cache_reorder", "out, cache, rows, shape[0], H, Tmax, D, length"),
+    ("out",)])
+
+kernel("decode_linear", "decode", "x, w, bias: array? = None", '''
+``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
+w (N, K), bias (N) or None -> (..., N).  One row goes through GEMV
+(streaming the weights at about twice the bandwidth of a one-row GEMM);
+more rows through the GEMM, exactly as :func:`linear_forward`.
+''', ARRAY, [
+    In("x", "float", (1, -1)),
+    C("npy_intp K = PyArray_DIM(x, nd - 1), M = ct_prod(x, 0, nd - 1);"),
+    In("w", "t", 2, [dim(1, "K", "x.shape[-1]")]),
+    C("npy_intp N = PyArray_DIM(w, 0);"),
+    row_vector("bias", "N", "w.shape[0]"),
+    C('''npy_intp shape[NPY_MAXDIMS];
+    for (int ax = 0; ax < nd - 1; ax++) shape[ax] = PyArray_DIM(x, ax);
+    shape[nd - 1] = N;'''),
+    Out("out", shape=("nd", "shape")),
+    Call("decode_linear", "out, x, w, bias, M, K, N"),
+    ("out",)])
