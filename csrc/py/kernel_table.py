@@ -510,3 +510,33 @@ more rows through the GEMM, exactly as :func:`linear_forward`.
     Out("out", shape=("nd", "shape")),
     Call("decode_linear", "out, x, w, bias, M, K, N"),
     ("out",)])
+
+# ------------------------------------------------------------------ optim (hand-written bodies)
+kernel("sgd_step", "optim",
+       "param, grad, momentum_buffer: array?, lr: float, momentum: float = 0.0, dampening: float = 0.0, "
+       "nesterov: bool = False, weight_decay: float = 0.0, maximize: bool = False, first_step: bool = False", '''
+One step of torch.optim.SGD on one parameter, in place.
+
+param, grad, momentum_buffer: same shape and dtype (buffer may be None
+when momentum == 0).  ``first_step`` initialises the buffer to the
+(decayed) gradient without dampening, as torch does when the buffer
+does not exist yet.
+''', "None")
+
+kernel("adam_step", "optim",
+       "param, grad, exp_avg, exp_avg_sq, step: int, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, "
+       "eps: float = 1e-8, weight_decay: float = 0.0, decoupled_weight_decay: bool = False, amsgrad: bool = False, "
+       "max_exp_avg_sq: array? = None, maximize: bool = False", '''
+One step of torch.optim.Adam (AdamW with ``decoupled_weight_decay``), in place.
+
+param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq, required when
+``amsgrad``): same shape and dtype; state starts at zeros.  ``step`` is
+the number of this step, from 1 (bias correction 1 - beta**step).
+''', "None")
+
+# (the Python functions convert their floats first: hand-written in kernels/optim.py)
+kernel("grad_norm", "optim", "grads: object, norm_type: float = 2.0",
+       "p-norm of all gradients seen as one vector.", "float", python=False)
+kernel("clip_grad_norm", "optim", "grads: object, max_norm: float, norm_type: float = 2.0",
+       "Scale every gradient in place by min(max_norm / (total_norm + 1e-6), 1); returns total_norm.",
+       "float", python=False)
