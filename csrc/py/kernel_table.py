@@ -540,3 +540,86 @@ kernel("grad_norm", "optim", "grads: object, norm_type: float = 2.0",
 kernel("clip_grad_norm", "optim", "grads: object, max_norm: float, norm_type: float = 2.0",
        "Scale every gradient in place by min(max_norm / (total_norm + 1e-6), 1); returns total_norm.",
        "float", python=False)
+
+# ------------------------------------------------------------------ recurrent (hand-written bodies)
+# The Python stacks (rnn_stack_*) are hand-written in kernels/recurrent.py.
+kernel("rnn_forward", "recurrent",
+       "x, h0: array?, w_ih, w_hh, b_ih: array?, b_hh: array?, mode: object[str], c0: array? = None, "
+       "lengths: array? = None, reverse: bool = False", '''
+One recurrent layer in one direction over a whole sequence.
+
+x (T, B, I) time-major; h0, c0 (B, H) or None (zeros; c0 for lstm only);
+lengths (B) integers in [1, T] or None: steps t >= lengths[b] are padding
+(output 0, state unchanged, no gradient), as ``pad_packed_sequence``
+gives; reverse: each sequence runs from its own last real step back to 0.
+
+Returns (out (T, B, H), h_n (B, H), c_n (B, H) or None, saved), h_n / c_n
+the state after each sequence's last real step and ``saved`` a 1-D
+buffer for :func:`rnn_backward`.
+''', "Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]")
+
+kernel("rnn_backward", "recurrent",
+       "dout: array?, dh_n: array?, dc_n: array?, x, w_ih, w_hh, saved, mode: object[str], "
+       "lengths: array? = None, reverse: bool = False, need_dx: bool = True, with_bias: bool = True", '''
+Gradients of :func:`rnn_forward` (backward through time in C).
+
+dout (T, B, H), dh_n, dc_n (B, H): gradients of the outputs, None = zero.
+x, w_ih, w_hh, mode, lengths, reverse as given to :func:`rnn_forward`,
+saved as it returned (the initial state and the biases are not needed).
+Returns (dx (T, B, I) or None when not need_dx, dh0 (B, H), dc0 (B, H)
+or None (not lstm), dw_ih, dw_hh, db_ih, db_hh (G*H) - both None when
+not with_bias).
+''', "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, "
+     "Optional[np.ndarray], Optional[np.ndarray]]")
+
+kernel("rnn_cell_forward", "recurrent",
+       "x, h: array?, w_ih, w_hh, b_ih: array?, b_hh: array?, mode: object[str], c: array? = None", '''
+One step, as ``torch.nn.RNNCell`` / ``LSTMCell`` / ``GRUCell``.
+
+x (B, I), h, c (B, H) or None (zeros; c for lstm only)
+-> (h' (B, H), c' (B, H) or None, saved for :func:`rnn_cell_backward`).
+''', "Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]")
+
+kernel("rnn_cell_backward", "recurrent",
+       "dh_new: array?, dc_new: array?, x, h: array?, c: array?, w_ih, w_hh, b_ih: array?, b_hh: array?, saved, "
+       "mode: object[str], need_dx: bool = True", '''
+Gradients of :func:`rnn_cell_forward`.
+
+dh_new, dc_new (B, H) or None -> (dx (B, I) or None, dh (B, H),
+dc (B, H) or None, dw_ih, dw_hh, db_ih or None, db_hh or None).
+''', "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, "
+     "Optional[np.ndarray], Optional[np.ndarray]]")
+
+# ------------------------------------------------------------------ attention (hand-written bodies)
+# The Python functions convert options and wrap results (kernels/attention.py).
+MASK = "mask: object[Optional[np.ndarray]] = None, is_causal: bool = False"
+DROPOUT = "dropout_p: float = 0.0, seed: uint64 = 0"
+MHA_WEIGHTS = ("query, key, value, q_weight, k_weight, v_weight, q_bias: array?, k_bias: array?, v_bias: array?, "
+               "out_weight, out_bias: array?, num_heads: int")
+MHA_GRADS = ", ".join(f"d{name}: array? = None" for name in (
+    "query", "key", "value", "q_weight", "k_weight", "v_weight", "q_bias", "k_bias", "v_bias", "out_weight",
+    "out_bias"))
+PACKED = ("query, kv: array?, in_proj_weight, in_proj_bias: array?, out_weight, out_bias: array?, num_heads: int, "
+          "self_attn: bool, seq_first: bool")
+
+kernel("sdpa_forward", "attention", f"q, k, v, {MASK}, scale: object[Optional[float]] = None, {DROPOUT}",
+       "Scaled dot-product attention -> (out, probs).", "Tuple[np.ndarray, np.ndarray]", python=False)
+kernel("sdpa_backward", "attention",
+       f"dout, q, k, v, probs, {MASK}, scale: object[Optional[float]] = None, {DROPOUT}, "
+       "dq: array? = None, dk: array? = None, dv: array? = None",
+       "Gradients of sdpa_forward -> (dq, dk, dv); given arrays are accumulated into.",
+       "Tuple[np.ndarray, np.ndarray, np.ndarray]", python=False)
+kernel("mha_forward", "attention", f"{MHA_WEIGHTS}, {MASK}, {DROPOUT}",
+       "Multi-head attention -> (out, q, k, v, probs, context).", "tuple", python=False)
+kernel("mha_backward", "attention", f"dout, {MHA_WEIGHTS}, q, k, v, probs, context, {MASK}, {DROPOUT}, {MHA_GRADS}",
+       "Gradients of mha_forward -> 11 gradients; given arrays are accumulated into.", "tuple", python=False)
+kernel("mha_packed_forward", "attention", f"{PACKED}, {MASK}, {DROPOUT}",
+       "Multi-head attention with a packed in_proj_weight -> (out, proj_q, proj_kv, probs, context).",
+       "tuple", python=False)
+kernel("mha_packed_backward", "attention",
+       f"dout, {PACKED}, proj_q, proj_kv: array?, probs, context, {MASK}, {DROPOUT}, need_dquery: bool = True, "
+       "need_dkv: bool = True",
+       "Gradients of mha_packed_forward -> (dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias).",
+       "tuple", python=False)
+kernel("positional_encoding", "attention", "max_len: int, d_model: int, double: bool = False",
+       "Sinusoidal positional-encoding table (max_len, d_model).", ARRAY, python=False)
