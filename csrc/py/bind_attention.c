@@ -1,5 +1,5 @@
-/* bind_attention.c - Python bindings of attention.c. */
-#include "ct_py.h"
+/* bind_attention.c - the custom bodies of the bindings of attention.c (their
+ * signatures are in kernel_table.py). */
 #include "../attention.h"
 
 /* ---- shared argument handling ------------------------------------------ */
@@ -116,19 +116,15 @@ static int parse_sdpa(ct_held *held, const char *fn, PyObject *o_q, PyObject *o_
 
 /* sdpa_forward(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0, seed=0)
  *   -> (out (B, H, Tq, Dv), probs (B, H, Tq, Tk)) */
-static PyObject *py_sdpa_forward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *sdpa_forward_impl(const sdpa_forward_args *call, const char *fn)
 {
-    static char *names[] = {"q", "k", "v", "mask", "is_causal", "scale", "dropout_p", "seed", NULL};
-    const char *fn = "sdpa_forward";
-    PyObject *o_q, *o_k, *o_v, *o_mask = Py_None, *o_scale = Py_None;
-    int is_causal = 0;
-    double dropout_p = 0;
-    unsigned long long seed = 0;
+    PyObject *o_q = call->o_q, *o_k = call->o_k, *o_v = call->o_v, *o_mask = call->o_mask;
+    PyObject *o_scale = call->o_scale;
+    int is_causal = call->is_causal;
+    double dropout_p = call->dropout_p;
+    unsigned long long seed = call->seed;
     ct_held held = {0};
     sdpa_args s;
-    if (!ct_parse_args(args, kw, "OOO|OpOdK:sdpa_forward", names, &o_q, &o_k, &o_v, &o_mask,
-                                     &is_causal, &o_scale, &dropout_p, &seed))
-        return NULL;
     if (parse_sdpa(&held, fn, o_q, o_k, o_v, o_mask, is_causal, o_scale, dropout_p, seed, &s))
         goto fail;
     npy_intp oshape[4] = {s.B, s.H, s.Tq, s.Dv}, pshape[4] = {s.B, s.H, s.Tq, s.Tk};
@@ -143,22 +139,16 @@ fail:
 
 /* sdpa_backward(dout, q, k, v, probs, mask=None, is_causal=False, scale=None, dropout_p=0.0,
  *               seed=0, dq=None, dk=None, dv=None) -> (dq, dk, dv); given arrays are += into. */
-static PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *sdpa_backward_impl(const sdpa_backward_args *call, const char *fn)
 {
-    static char *names[] = {"dout", "q", "k", "v", "probs", "mask", "is_causal", "scale",
-                            "dropout_p", "seed", "dq", "dk", "dv", NULL};
-    const char *fn = "sdpa_backward";
-    PyObject *o_dout, *o_q, *o_k, *o_v, *o_p, *o_mask = Py_None, *o_scale = Py_None;
-    PyObject *o_dq = Py_None, *o_dk = Py_None, *o_dv = Py_None;
-    int is_causal = 0;
-    double dropout_p = 0;
-    unsigned long long seed = 0;
+    PyObject *o_dout = call->o_dout, *o_q = call->o_q, *o_k = call->o_k, *o_v = call->o_v;
+    PyObject *o_p = call->o_probs, *o_mask = call->o_mask, *o_scale = call->o_scale;
+    PyObject *o_dq = call->o_dq, *o_dk = call->o_dk, *o_dv = call->o_dv;
+    int is_causal = call->is_causal;
+    double dropout_p = call->dropout_p;
+    unsigned long long seed = call->seed;
     ct_held held = {0};
     sdpa_args s;
-    if (!ct_parse_args(args, kw, "OOOOO|OpOdKOOO:sdpa_backward", names, &o_dout, &o_q, &o_k, &o_v,
-                                     &o_p, &o_mask, &is_causal, &o_scale, &dropout_p, &seed, &o_dq,
-                                     &o_dk, &o_dv))
-        return NULL;
     if (parse_sdpa(&held, fn, o_q, o_k, o_v, o_mask, is_causal, o_scale, dropout_p, seed, &s))
         goto fail;
     PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", s.t, 4, 4, 0);
@@ -271,23 +261,18 @@ static int parse_mha(ct_held *held, const char *fn, PyObject *const o[11], long 
  *             out_weight, out_bias, num_heads, mask=None, is_causal=False, dropout_p=0.0,
  *             seed=0) -> (out (B, Tq, E), q (B, H, Tq, Dh), k (B, H, Tk, Dh),
  *                         v (B, H, Tk, Dh), probs (B, H, Tq, Tk), context (B, Tq, E)) */
-static PyObject *py_mha_forward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *mha_forward_impl(const mha_forward_args *call, const char *fn)
 {
-    static char *names[] = {"query", "key", "value", "q_weight", "k_weight", "v_weight",
-                            "q_bias", "k_bias", "v_bias", "out_weight", "out_bias",
-                            "num_heads", "mask", "is_causal", "dropout_p", "seed", NULL};
-    const char *fn = "mha_forward";
-    PyObject *o[11], *o_mask = Py_None;
-    long long num_heads;
-    int is_causal = 0;
-    double dropout_p = 0;
-    unsigned long long seed = 0;
+    PyObject *const o[11] = {call->o_query, call->o_key, call->o_value, call->o_q_weight,
+                             call->o_k_weight, call->o_v_weight, call->o_q_bias, call->o_k_bias,
+                             call->o_v_bias, call->o_out_weight, call->o_out_bias};
+    PyObject *o_mask = call->o_mask;
+    long long num_heads = call->num_heads;
+    int is_causal = call->is_causal;
+    double dropout_p = call->dropout_p;
+    unsigned long long seed = call->seed;
     ct_held held = {0};
     mha_args a;
-    if (!ct_parse_args(args, kw, "OOOOOOOOOOOL|OpdK:mha_forward", names, &o[0], &o[1], &o[2],
-                                     &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
-                                     &num_heads, &o_mask, &is_causal, &dropout_p, &seed))
-        return NULL;
     if (parse_mha(&held, fn, o, num_heads, o_mask, is_causal, dropout_p, seed, &a)) goto fail;
     npy_intp Dh = a.E / a.H;
     npy_intp out_shape[3] = {a.B, a.Tq, a.E}, qh_shape[4] = {a.B, a.H, a.Tq, Dh};
@@ -349,32 +334,26 @@ static PyArrayObject *saved_arg(ct_held *held, PyObject *obj, const char *fn, co
  *   -> (dquery, dkey, dvalue, dq_weight, dk_weight, dv_weight, dq_bias | None,
  *       dk_bias | None, dv_bias | None, dout_weight, dout_bias | None)
  *   Given gradient arrays are accumulated into; bias gradients are None when the bias is. */
-static PyObject *py_mha_backward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *mha_backward_impl(const mha_backward_args *call, const char *fn)
 {
-    static char *names[] = {"dout", "query", "key", "value", "q_weight", "k_weight", "v_weight",
-                            "q_bias", "k_bias", "v_bias", "out_weight", "out_bias", "num_heads",
-                            "q", "k", "v", "probs", "context", "mask", "is_causal", "dropout_p",
-                            "seed", "dquery", "dkey", "dvalue", "dq_weight", "dk_weight",
-                            "dv_weight", "dq_bias", "dk_bias", "dv_bias", "dout_weight",
-                            "dout_bias", NULL};
     static const char *gnames[11] = {"dquery", "dkey", "dvalue", "dq_weight", "dk_weight",
                                      "dv_weight", "dq_bias", "dk_bias", "dv_bias", "dout_weight",
                                      "dout_bias"};
-    const char *fn = "mha_backward";
-    PyObject *o_dout, *o[11], *os[5], *o_mask = Py_None, *og[11];
-    for (int i = 0; i < 11; i++) og[i] = Py_None;
-    long long num_heads;
-    int is_causal = 0;
-    double dropout_p = 0;
-    unsigned long long seed = 0;
+    PyObject *const o[11] = {call->o_query, call->o_key, call->o_value, call->o_q_weight,
+                             call->o_k_weight, call->o_v_weight, call->o_q_bias, call->o_k_bias,
+                             call->o_v_bias, call->o_out_weight, call->o_out_bias};
+    PyObject *o_mask = call->o_mask;
+    long long num_heads = call->num_heads;
+    PyObject *o_dout = call->o_dout;
+    PyObject *const os[5] = {call->o_q, call->o_k, call->o_v, call->o_probs, call->o_context};
+    PyObject *const og[11] = {call->o_dquery, call->o_dkey, call->o_dvalue, call->o_dq_weight,
+                              call->o_dk_weight, call->o_dv_weight, call->o_dq_bias, call->o_dk_bias,
+                              call->o_dv_bias, call->o_dout_weight, call->o_dout_bias};
+    int is_causal = call->is_causal;
+    double dropout_p = call->dropout_p;
+    unsigned long long seed = call->seed;
     ct_held held = {0};
     mha_args a;
-    if (!ct_parse_args(
-            args, kw, "OOOOOOOOOOOOLOOOOO|OpdKOOOOOOOOOOO:mha_backward", names, &o_dout, &o[0], &o[1], &o[2],
-            &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &num_heads, &os[0], &os[1],
-            &os[2], &os[3], &os[4], &o_mask, &is_causal, &dropout_p, &seed, &og[0], &og[1], &og[2],
-            &og[3], &og[4], &og[5], &og[6], &og[7], &og[8], &og[9], &og[10]))
-        return NULL;
     if (parse_mha(&held, fn, o, num_heads, o_mask, is_causal, dropout_p, seed, &a)) goto fail;
     npy_intp Dh = a.E / a.H;
     npy_intp out_shape[3] = {a.B, a.Tq, a.E}, qh_shape[4] = {a.B, a.H, a.Tq, Dh};
@@ -493,23 +472,18 @@ static void packed_rows_shape(const packed_args *a, npy_intp T, npy_intp cols, n
  *                    self_attn, seq_first, mask=None, is_causal=False, dropout_p=0.0, seed=0)
  *   -> (out like query, proj_q (.., 3E | E), proj_kv (.., 2E) | None, probs (B, H, Tq, Tk)
  *       before dropout, context like query) */
-static PyObject *py_mha_packed_forward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *mha_packed_forward_impl(const mha_packed_forward_args *call, const char *fn)
 {
-    static char *names[] = {"query", "kv", "in_proj_weight", "in_proj_bias", "out_weight",
-                            "out_bias", "num_heads", "self_attn", "seq_first", "mask",
-                            "is_causal", "dropout_p", "seed", NULL};
-    const char *fn = "mha_packed_forward";
-    PyObject *o[6], *o_mask = Py_None;
-    long long num_heads;
-    int self_attn, seq_first, is_causal = 0;
-    double dropout_p = 0;
-    unsigned long long seed = 0;
+    PyObject *const o[6] = {call->o_query, call->o_kv, call->o_in_proj_weight, call->o_in_proj_bias,
+                            call->o_out_weight, call->o_out_bias};
+    PyObject *o_mask = call->o_mask;
+    long long num_heads = call->num_heads;
+    int self_attn = call->self_attn, seq_first = call->seq_first;
+    int is_causal = call->is_causal;
+    double dropout_p = call->dropout_p;
+    unsigned long long seed = call->seed;
     ct_held held = {0};
     packed_args a;
-    if (!ct_parse_args(args, kw, "OOOOOOLpp|OpdK:mha_packed_forward", names, &o[0], &o[1], &o[2],
-                                     &o[3], &o[4], &o[5], &num_heads, &self_attn, &seq_first,
-                                     &o_mask, &is_causal, &dropout_p, &seed))
-        return NULL;
     if (parse_packed(&held, fn, o, num_heads, self_attn, seq_first, o_mask, is_causal, dropout_p,
                      seed, &a))
         goto fail;
@@ -538,25 +512,21 @@ fail:
  *                     need_dkv=True)
  *   -> (dquery | None, dkv | None, din_proj_weight, din_proj_bias | None, dout_weight,
  *       dout_bias | None), fresh arrays */
-static PyObject *py_mha_packed_backward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *mha_packed_backward_impl(const mha_packed_backward_args *call, const char *fn)
 {
-    static char *names[] = {"dout", "query", "kv", "in_proj_weight", "in_proj_bias",
-                            "out_weight", "out_bias", "num_heads", "self_attn", "seq_first",
-                            "proj_q", "proj_kv", "probs", "context", "mask", "is_causal",
-                            "dropout_p", "seed", "need_dquery", "need_dkv", NULL};
-    const char *fn = "mha_packed_backward";
-    PyObject *o_dout, *o[6], *os[4], *o_mask = Py_None;
-    long long num_heads;
-    int self_attn, seq_first, is_causal = 0, need_dq = 1, need_dkv = 1;
-    double dropout_p = 0;
-    unsigned long long seed = 0;
+    PyObject *const o[6] = {call->o_query, call->o_kv, call->o_in_proj_weight, call->o_in_proj_bias,
+                            call->o_out_weight, call->o_out_bias};
+    PyObject *o_mask = call->o_mask;
+    long long num_heads = call->num_heads;
+    int self_attn = call->self_attn, seq_first = call->seq_first;
+    PyObject *o_dout = call->o_dout;
+    PyObject *const os[4] = {call->o_proj_q, call->o_proj_kv, call->o_probs, call->o_context};
+    int need_dq = call->need_dquery, need_dkv = call->need_dkv;
+    int is_causal = call->is_causal;
+    double dropout_p = call->dropout_p;
+    unsigned long long seed = call->seed;
     ct_held held = {0};
     packed_args a;
-    if (!ct_parse_args(args, kw, "OOOOOOOLppOOOO|OpdKpp:mha_packed_backward", names, &o_dout, &o[0],
-                                     &o[1], &o[2], &o[3], &o[4], &o[5], &num_heads, &self_attn,
-                                     &seq_first, &os[0], &os[1], &os[2], &os[3], &o_mask,
-                                     &is_causal, &dropout_p, &seed, &need_dq, &need_dkv))
-        return NULL;
     if (parse_packed(&held, fn, o, num_heads, self_attn, seq_first, o_mask, is_causal, dropout_p,
                      seed, &a))
         goto fail;
@@ -596,15 +566,11 @@ fail:
 /* ---- positional encoding ----------------------------------------------- */
 
 /* positional_encoding(max_len, d_model, double=False) -> pe (max_len, d_model) */
-static PyObject *py_positional_encoding(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *positional_encoding_impl(const positional_encoding_args *call, const char *fn)
 {
-    static char *names[] = {"max_len", "d_model", "double", NULL};
-    const char *fn = "positional_encoding";
-    long long max_len, d_model;
-    int is_double = 0;
+    long long max_len = call->max_len, d_model = call->d_model;
+    int is_double = call->double_;
     ct_held held = {0};
-    if (!ct_parse_args(args, kw, "LL|p:positional_encoding", names, &max_len, &d_model, &is_double))
-        return NULL;
     if (ct_check_positive(max_len, fn, "max_len", 1) || ct_check_positive(d_model, fn, "d_model", 1))
         return NULL;
     int t = is_double ? NPY_FLOAT64 : NPY_FLOAT32;
@@ -616,30 +582,3 @@ static PyObject *py_positional_encoding(PyObject *self, PyObject *args, PyObject
 fail:
     return ct_finish(&held, NULL);
 }
-
-PyMethodDef ct_methods_attention[] = {
-    CT_METHOD(sdpa_forward, "sdpa_forward(q, k, v, mask=None, is_causal=False, scale=None, "
-                            "dropout_p=0.0, seed=0) -> (out, probs)"),
-    CT_METHOD(sdpa_backward, "sdpa_backward(dout, q, k, v, probs, mask=None, is_causal=False, "
-                             "scale=None, dropout_p=0.0, seed=0, dq=None, dk=None, dv=None) "
-                             "-> (dq, dk, dv)"),
-    CT_METHOD(mha_forward, "mha_forward(query, key, value, q_weight, k_weight, v_weight, q_bias, "
-                           "k_bias, v_bias, out_weight, out_bias, num_heads, mask=None, "
-                           "is_causal=False, dropout_p=0.0, seed=0) -> (out, q, k, v, probs, "
-                           "context)"),
-    CT_METHOD(mha_backward, "mha_backward(dout, query, key, value, <8 weights>, num_heads, q, k, "
-                            "v, probs, context, mask=None, is_causal=False, dropout_p=0.0, "
-                            "seed=0, <11 optional accumulators>) -> 11 gradients"),
-    CT_METHOD(mha_packed_forward,
-              "mha_packed_forward(query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias, "
-              "num_heads, self_attn, seq_first, mask=None, is_causal=False, dropout_p=0.0, seed=0) "
-              "-> (out, proj_q, proj_kv, probs, context)"),
-    CT_METHOD(mha_packed_backward,
-              "mha_packed_backward(dout, query, kv, in_proj_weight, in_proj_bias, out_weight, "
-              "out_bias, num_heads, self_attn, seq_first, proj_q, proj_kv, probs, context, "
-              "mask=None, is_causal=False, dropout_p=0.0, seed=0, need_dquery=True, "
-              "need_dkv=True) -> (dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, "
-              "dout_bias)"),
-    CT_METHOD(positional_encoding, "positional_encoding(max_len, d_model, double=False) -> pe"),
-    {NULL, NULL, 0, NULL},
-};

@@ -1,5 +1,5 @@
-/* bind_decode.c - Python bindings of decode.c (incremental decoding over a KV cache). */
-#include "ct_py.h"
+/* bind_decode.c - the custom parts of the bindings of decode.c (incremental
+ * decoding over a KV cache; the rest is generated from kernel_table.py). */
 #include "../decode.h"
 
 /* Per-row integers (B) in [low, high]: a Python int (the same for every row)
@@ -104,15 +104,11 @@ static PyArrayObject *step_arg(ct_held *held, PyObject *obj, const char *fn, con
 
 /* kv_cache_append(cache_k (B, H, Tmax, Dh), cache_v (B, H, Tmax, Dv), k_t (B, H, Dh),
  *                 v_t (B, H, Dv), pos int | (B) ints) -> None; the caches are written in place. */
-static PyObject *py_kv_cache_append(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *kv_cache_append_impl(const kv_cache_append_args *a, const char *fn)
 {
-    static char *names[] = {"cache_k", "cache_v", "k_t", "v_t", "pos", NULL};
-    const char *fn = "kv_cache_append";
-    PyObject *o_ck, *o_cv, *o_k, *o_v, *o_pos;
+    PyObject *o_ck = a->o_cache_k, *o_cv = a->o_cache_v;
     ct_held held = {0};
     int t;
-    if (!ct_parse_args(args, kw, "OOOOO:kv_cache_append", names, &o_ck, &o_cv, &o_k, &o_v, &o_pos))
-        return NULL;
     if (float_type(o_ck, fn, "cache_k", &t)) return NULL;
     PyArrayObject *ck = cache_arg(&held, o_ck, fn, "cache_k", t, NULL, NULL);
     if (ck != NULL && PyArray_Check(o_cv) && PyArray_DATA((PyArrayObject *)o_cv) == PyArray_DATA(ck)) {
@@ -122,11 +118,11 @@ static PyObject *py_kv_cache_append(PyObject *self, PyObject *args, PyObject *kw
     /* any other overlap is refused by ct_inplace */
     PyArrayObject *cv = ck ? cache_arg(&held, o_cv, fn, "cache_v", t, ck, "cache_k") : NULL;
     if (cv == NULL) goto fail;
-    PyArrayObject *k = step_arg(&held, o_k, fn, "k_t", t, ck, "cache_k");
-    PyArrayObject *v = k ? step_arg(&held, o_v, fn, "v_t", t, cv, "cache_v") : NULL;
+    PyArrayObject *k = step_arg(&held, a->o_k_t, fn, "k_t", t, ck, "cache_k");
+    PyArrayObject *v = k ? step_arg(&held, a->o_v_t, fn, "v_t", t, cv, "cache_v") : NULL;
     if (v == NULL) goto fail;
     npy_intp B = PyArray_DIM(ck, 0), H = PyArray_DIM(ck, 1), Tmax = PyArray_DIM(ck, 2);
-    PyArrayObject *pos = row_ints(&held, o_pos, fn, "pos", B, 0, (long long)Tmax - 1,
+    PyArrayObject *pos = row_ints(&held, a->o_pos, fn, "pos", B, 0, (long long)Tmax - 1,
                                   "a slot of the cache, < Tmax");
     if (pos == NULL) goto fail;
     CT_DISPATCH(t, kv_cache_append, PyArray_DATA(ck), PyArray_DATA(cv), PyArray_DATA(k),
@@ -157,18 +153,13 @@ static int parse_scale(PyObject *o_scale, npy_intp Dh, const char *fn, double *s
 /* attend_step(q_t (B, H, Dh), cache_k (B, H, Tmax, Dh), cache_v (B, H, Tmax, Dv),
  *             lengths int | (B) ints, key_padding_mask (B, Tmax) bool | None, scale=None)
  *   -> out (B, H, Dv) */
-static PyObject *py_attend_step(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *attend_step_impl(const attend_step_args *a, const char *fn)
 {
-    static char *names[] = {"q_t", "cache_k", "cache_v", "lengths", "key_padding_mask", "scale",
-                            NULL};
-    const char *fn = "attend_step";
-    PyObject *o_q, *o_ck, *o_cv, *o_len, *o_pad = Py_None, *o_scale = Py_None;
+    PyObject *o_q = a->o_q_t, *o_ck = a->o_cache_k, *o_cv = a->o_cache_v, *o_len = a->o_lengths;
+    PyObject *o_pad = a->o_key_padding_mask, *o_scale = a->o_scale;
     ct_held held = {0};
     int t;
     double scale;
-    if (!ct_parse_args(args, kw, "OOOO|OO:attend_step", names, &o_q, &o_ck, &o_cv, &o_len,
-                                     &o_pad, &o_scale))
-        return NULL;
     if (float_type(o_q, fn, "q_t", &t)) return NULL;
     PyArrayObject *ck = ct_input(&held, o_ck, fn, "cache_k", t, 4, 4, 0);
     if (ck == NULL) goto fail;
@@ -199,74 +190,3 @@ static PyObject *py_attend_step(PyObject *self, PyObject *args, PyObject *kw)
 fail:
     return ct_finish(&held, NULL);
 }
-
-/* cache_reorder(cache (B_in, H, Tmax, D), rows (B_out) ints, length=None)
- *   -> out (B_out, H, Tmax, D) with out[i, :, :length] = cache[rows[i], :, :length], zeros after. */
-/* decode_linear(x (..., K), w (N, K), bias (N) | None) -> out (..., N) = x w^T + bias */
-static PyObject *py_decode_linear(PyObject *self, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"x", "w", "bias", NULL};
-    const char *fn = "decode_linear";
-    PyObject *o_x, *o_w, *o_b = Py_None;
-    ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OO|O:decode_linear", names, &o_x, &o_w, &o_b)) return NULL;
-    PyArrayObject *x = ct_input(&held, o_x, fn, "x", CT_ANY_FLOAT, 1, -1, 0);
-    if (x == NULL) goto fail;
-    int t = PyArray_TYPE(x), nd = PyArray_NDIM(x);
-    npy_intp K = PyArray_DIM(x, nd - 1), M = ct_prod(x, 0, nd - 1);
-    PyArrayObject *w = ct_input(&held, o_w, fn, "w", t, 2, 2, 0);
-    if (w == NULL || ct_check_dim(w, fn, "w", 1, K, "x.shape[-1]")) goto fail;
-    npy_intp N = PyArray_DIM(w, 0);
-    PyArrayObject *b = ct_input(&held, o_b, fn, "bias", t, 1, 1, 1);
-    if (b == NULL && PyErr_Occurred()) goto fail;
-    if (b != NULL && ct_check_dim(b, fn, "bias", 0, N, "w.shape[0]")) goto fail;
-    npy_intp shape[NPY_MAXDIMS];
-    for (int ax = 0; ax < nd - 1; ax++) shape[ax] = PyArray_DIM(x, ax);
-    shape[nd - 1] = N;
-    PyArrayObject *out = ct_empty(&held, t, nd, shape);
-    if (out == NULL) goto fail;
-    CT_DISPATCH(t, decode_linear, PyArray_DATA(out), PyArray_DATA(x), PyArray_DATA(w), CT_DATA(b),
-                M, K, N);
-    return ct_finish(&held, ct_ret(out));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-static PyObject *py_cache_reorder(PyObject *self, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"cache", "rows", "length", NULL};
-    const char *fn = "cache_reorder";
-    PyObject *o_c, *o_rows, *o_len = Py_None;
-    ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OO|O:cache_reorder", names, &o_c, &o_rows, &o_len)) return NULL;
-    PyArrayObject *c = ct_input(&held, o_c, fn, "cache", CT_ANY_FLOAT, 4, 4, 0);
-    if (c == NULL) goto fail;
-    int t = PyArray_TYPE(c);
-    npy_intp B_in = PyArray_DIM(c, 0), H = PyArray_DIM(c, 1), Tmax = PyArray_DIM(c, 2);
-    npy_intp D = PyArray_DIM(c, 3), length = Tmax;
-    PyArrayObject *rows = ct_input(&held, o_rows, fn, "rows", CT_IDS, 1, 1, 0);
-    if (rows == NULL || ct_check_ids(rows, fn, "rows", 0, B_in, 0, 0)) goto fail;
-    if (o_len != Py_None) {
-        long long v;
-        if (ct_int_arg(o_len, fn, "length", 0, (long long)Tmax, "cache.shape[2]", PyExc_ValueError, &v))
-            goto fail;
-        length = (npy_intp)v;
-    }
-    npy_intp shape[4] = {PyArray_DIM(rows, 0), H, Tmax, D};
-    PyArrayObject *out = length < Tmax ? ct_zeros(&held, t, 4, shape) : ct_empty(&held, t, 4, shape);
-    if (out == NULL) goto fail;
-    CT_DISPATCH(t, cache_reorder, PyArray_DATA(out), PyArray_DATA(c),
-                (const int64_t *)PyArray_DATA(rows), shape[0], H, Tmax, D, length);
-    return ct_finish(&held, ct_ret(out));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-PyMethodDef ct_methods_decode[] = {
-    CT_METHOD(decode_linear, "decode_linear(x, w, bias=None) -> out"),
-    CT_METHOD(kv_cache_append, "kv_cache_append(cache_k, cache_v, k_t, v_t, pos) -> None"),
-    CT_METHOD(attend_step, "attend_step(q_t, cache_k, cache_v, lengths, key_padding_mask=None, "
-                           "scale=None) -> out"),
-    CT_METHOD(cache_reorder, "cache_reorder(cache, rows, length=None) -> out"),
-    {NULL, NULL, 0, NULL},
-};

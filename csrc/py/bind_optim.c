@@ -1,7 +1,7 @@
-/* bind_optim.c - Python bindings of optim.c.  Parameters and optimizer
+/* bind_optim.c - the custom bodies of the bindings of optim.c (their
+ * signatures are in kernel_table.py).  Parameters and optimizer
  * state are updated in place, so they must be C-contiguous (ct_inplace);
  * gradients are only read (ct_input copies views). */
-#include "ct_py.h"
 #include "../optim.h"
 
 /* value >= low (or > low when strict) and, when has_high, value < high;
@@ -44,19 +44,13 @@ static PyArrayObject *grad_like(ct_held *held, PyObject *obj, PyArrayObject *par
 
 /* sgd_step(param, grad, momentum_buffer | None, lr, momentum=0, dampening=0,
  *          nesterov=False, weight_decay=0, maximize=False, first_step=False) -> None */
-static PyObject *py_sgd_step(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *sgd_step_impl(const sgd_step_args *call, const char *fn)
 {
-    static char *names[] = {"param", "grad", "momentum_buffer", "lr", "momentum", "dampening",
-                            "nesterov", "weight_decay", "maximize", "first_step", NULL};
-    const char *fn = "sgd_step";
-    PyObject *o_param, *o_grad, *o_buf;
-    double lr, momentum = 0, dampening = 0, weight_decay = 0;
-    int nesterov = 0, maximize = 0, first_step = 0;
+    PyObject *o_param = call->o_param, *o_grad = call->o_grad, *o_buf = call->o_momentum_buffer;
+    double lr = call->lr, momentum = call->momentum, dampening = call->dampening;
+    double weight_decay = call->weight_decay;
+    int nesterov = call->nesterov, maximize = call->maximize, first_step = call->first_step;
     ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OOOd|ddpdpp:sgd_step", names, &o_param, &o_grad, &o_buf,
-                                     &lr, &momentum, &dampening, &nesterov, &weight_decay,
-                                     &maximize, &first_step))
-        return NULL;
     if (check_range(lr, fn, "lr", 0, 0, 0, 0) || check_range(momentum, fn, "momentum", 0, 0, 0, 0) ||
         check_range(weight_decay, fn, "weight_decay", 0, 0, 0, 0))
         return NULL;
@@ -86,21 +80,15 @@ fail:
 /* adam_step(param, grad, exp_avg, exp_avg_sq, step, lr=1e-3, beta1=0.9, beta2=0.999,
  *           eps=1e-8, weight_decay=0, decoupled_weight_decay=False, amsgrad=False,
  *           max_exp_avg_sq=None, maximize=False) -> None */
-static PyObject *py_adam_step(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *adam_step_impl(const adam_step_args *call, const char *fn)
 {
-    static char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "step", "lr", "beta1",
-                            "beta2", "eps", "weight_decay", "decoupled_weight_decay", "amsgrad",
-                            "max_exp_avg_sq", "maximize", NULL};
-    const char *fn = "adam_step";
-    PyObject *o_param, *o_grad, *o_m, *o_v, *o_vmax = Py_None;
-    long long step;
-    double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
-    int decoupled = 0, amsgrad = 0, maximize = 0;
+    PyObject *o_param = call->o_param, *o_grad = call->o_grad, *o_m = call->o_exp_avg;
+    PyObject *o_v = call->o_exp_avg_sq, *o_vmax = call->o_max_exp_avg_sq;
+    long long step = call->step;
+    double lr = call->lr, beta1 = call->beta1, beta2 = call->beta2, eps = call->eps;
+    double weight_decay = call->weight_decay;
+    int decoupled = call->decoupled_weight_decay, amsgrad = call->amsgrad, maximize = call->maximize;
     ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OOOOL|dddddppOp:adam_step", names, &o_param, &o_grad, &o_m,
-                                     &o_v, &step, &lr, &beta1, &beta2, &eps, &weight_decay,
-                                     &decoupled, &amsgrad, &o_vmax, &maximize))
-        return NULL;
     if (ct_check_positive(step, fn, "step", 0) || check_range(lr, fn, "lr", 0, 0, 0, 0) ||
         check_range(beta1, fn, "beta1", 0, 0, 1, 1) || check_range(beta2, fn, "beta2", 0, 0, 1, 1) ||
         check_range(eps, fn, "eps", 0, 0, 0, 0) ||
@@ -169,13 +157,10 @@ static PyObject *grads_tuple(PyObject *obj, const char *fn)
 }
 
 /* grad_norm(grads, norm_type=2.0) -> float */
-static PyObject *py_grad_norm(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *grad_norm_impl(const grad_norm_args *call, const char *fn)
 {
-    static char *names[] = {"grads", "norm_type", NULL};
-    const char *fn = "grad_norm";
-    PyObject *o_grads;
-    double norm_type = 2.0, norm;
-    if (!ct_parse_args(args, kw, "O|d:grad_norm", names, &o_grads, &norm_type)) return NULL;
+    PyObject *o_grads = call->o_grads;
+    double norm_type = call->norm_type, norm;
     if (check_norm_type(norm_type, fn)) return NULL;
     PyObject *grads = grads_tuple(o_grads, fn);
     if (grads == NULL) return NULL;
@@ -186,15 +171,11 @@ static PyObject *py_grad_norm(PyObject *self, PyObject *args, PyObject *kw)
 
 /* clip_grad_norm(grads, max_norm, norm_type=2.0) -> total_norm (float); every
  * grad *= min(max_norm / (total_norm + 1e-6), 1), in place. */
-static PyObject *py_clip_grad_norm(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *clip_grad_norm_impl(const clip_grad_norm_args *call, const char *fn)
 {
-    static char *names[] = {"grads", "max_norm", "norm_type", NULL};
-    const char *fn = "clip_grad_norm";
-    PyObject *o_grads;
-    double max_norm, norm_type = 2.0, norm;
+    PyObject *o_grads = call->o_grads;
+    double max_norm = call->max_norm, norm_type = call->norm_type, norm;
     char arg[32];
-    if (!ct_parse_args(args, kw, "Od|d:clip_grad_norm", names, &o_grads, &max_norm, &norm_type))
-        return NULL;
     if (check_norm_type(norm_type, fn) || check_range(max_norm, fn, "max_norm", 0, 0, 0, 0))
         return NULL;
     PyObject *grads = grads_tuple(o_grads, fn);
@@ -220,14 +201,3 @@ fail:
     Py_DECREF(grads);
     return NULL;
 }
-
-PyMethodDef ct_methods_optim[] = {
-    CT_METHOD(sgd_step, "sgd_step(param, grad, momentum_buffer, lr, momentum=0, dampening=0, "
-                        "nesterov=False, weight_decay=0, maximize=False, first_step=False)"),
-    CT_METHOD(adam_step, "adam_step(param, grad, exp_avg, exp_avg_sq, step, lr=1e-3, beta1=0.9, "
-                         "beta2=0.999, eps=1e-8, weight_decay=0, decoupled_weight_decay=False, "
-                         "amsgrad=False, max_exp_avg_sq=None, maximize=False)"),
-    CT_METHOD(grad_norm, "grad_norm(grads, norm_type=2.0) -> float"),
-    CT_METHOD(clip_grad_norm, "clip_grad_norm(grads, max_norm, norm_type=2.0) -> total_norm"),
-    {NULL, NULL, 0, NULL},
-};

@@ -1,7 +1,7 @@
-/* bind_recurrent.c - Python bindings of recurrent.c: whole-sequence kernels
+/* bind_recurrent.c - the custom bodies of the bindings of recurrent.c (their
+ * signatures are in kernel_table.py): whole-sequence kernels
  * (rnn_forward / rnn_backward) and one-step cells (rnn_cell_forward /
  * rnn_cell_backward, the same C kernel with T = 1). */
-#include "ct_py.h"
 #include "../recurrent.h"
 
 static const char *mode_names[] = {"rnn_tanh", "rnn_relu", "lstm", "gru"};
@@ -153,33 +153,25 @@ fail:
 /* rnn_forward(x (T, B, I), h0 (B, H) | None, w_ih (G*H, I), w_hh (G*H, H),
  *             b_ih (G*H) | None, b_hh (G*H) | None, mode, c0=None, lengths=None,
  *             reverse=False) -> (out (T, B, H), h_n (B, H), c_n (B, H) | None, saved) */
-static PyObject *py_rnn_forward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *rnn_forward_impl(const rnn_forward_args *call, const char *fn)
 {
-    static char *names[] = {"x", "h0", "w_ih", "w_hh", "b_ih", "b_hh", "mode", "c0", "lengths",
-                            "reverse", NULL};
-    const char *fn = "rnn_forward";
-    rnn_objs o = {.c0 = Py_None, .lengths = Py_None, .cell = 0};
+    rnn_objs o = {.x = call->o_x, .h0 = call->o_h0, .w_ih = call->o_w_ih, .w_hh = call->o_w_hh,
+                  .b_ih = call->o_b_ih, .b_hh = call->o_b_hh, .mode = call->o_mode, .c0 = call->o_c0,
+                  .lengths = call->o_lengths, .reverse = call->reverse, .cell = 0};
     rnn_args a;
     ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OOOOOOO|OOp:rnn_forward", names, &o.x, &o.h0, &o.w_ih,
-                                     &o.w_hh, &o.b_ih, &o.b_hh, &o.mode, &o.c0, &o.lengths,
-                                     &o.reverse))
-        return NULL;
     return ct_finish(&held, parse_common(&held, &a, &o, fn) ? NULL : run_forward(&held, &a, fn, 0));
 }
 
 /* rnn_cell_forward(x (B, I), h (B, H) | None, w_ih, w_hh, b_ih | None, b_hh | None,
  *                  mode, c=None) -> (h' (B, H), c' (B, H) | None, saved) */
-static PyObject *py_rnn_cell_forward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *rnn_cell_forward_impl(const rnn_cell_forward_args *call, const char *fn)
 {
-    static char *names[] = {"x", "h", "w_ih", "w_hh", "b_ih", "b_hh", "mode", "c", NULL};
-    const char *fn = "rnn_cell_forward";
-    rnn_objs o = {.c0 = Py_None, .lengths = Py_None, .cell = 1};
+    rnn_objs o = {.x = call->o_x, .h0 = call->o_h, .w_ih = call->o_w_ih, .w_hh = call->o_w_hh,
+                  .b_ih = call->o_b_ih, .b_hh = call->o_b_hh, .mode = call->o_mode, .c0 = call->o_c,
+                  .lengths = Py_None, .cell = 1};
     rnn_args a;
     ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OOOOOOO|O:rnn_cell_forward", names, &o.x, &o.h0, &o.w_ih, &o.w_hh,
-                                     &o.b_ih, &o.b_hh, &o.mode, &o.c0))
-        return NULL;
     return ct_finish(&held, parse_common(&held, &a, &o, fn) ? NULL : run_forward(&held, &a, fn, 1));
 }
 
@@ -250,22 +242,17 @@ fail:
 /* rnn_backward(dout (T, B, H) | None, dh_n | None, dc_n | None, x, w_ih, w_hh, saved, mode,
  *              lengths=None, reverse=False, need_dx=True, with_bias=True)
  *   -> (dx | None, dh0, dc0 | None, dw_ih, dw_hh, db_ih | None, db_hh | None) */
-static PyObject *py_rnn_backward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *rnn_backward_impl(const rnn_backward_args *call, const char *fn)
 {
-    static char *names[] = {"dout", "dh_n", "dc_n", "x", "w_ih", "w_hh", "saved", "mode",
-                            "lengths", "reverse", "need_dx", "with_bias", NULL};
-    const char *fn = "rnn_backward";
-    PyObject *o_dout, *o_dh_n, *o_dc_n, *o_saved;
     /* the kernel reads neither the initial state nor the biases */
-    rnn_objs o = {.h0 = Py_None, .c0 = Py_None, .b_ih = Py_None, .b_hh = Py_None,
-                  .lengths = Py_None, .cell = 0};
-    int need_dx = 1, with_bias = 1;
+    rnn_objs o = {.x = call->o_x, .h0 = Py_None, .c0 = Py_None, .w_ih = call->o_w_ih,
+                  .w_hh = call->o_w_hh, .b_ih = Py_None, .b_hh = Py_None, .mode = call->o_mode,
+                  .lengths = call->o_lengths, .reverse = call->reverse, .cell = 0};
+    PyObject *o_dout = call->o_dout, *o_dh_n = call->o_dh_n, *o_dc_n = call->o_dc_n;
+    PyObject *o_saved = call->o_saved;
+    int need_dx = call->need_dx, with_bias = call->with_bias;
     rnn_args a;
     ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OOOOOOOO|Oppp:rnn_backward", names, &o_dout, &o_dh_n, &o_dc_n,
-                       &o.x, &o.w_ih, &o.w_hh, &o_saved, &o.mode, &o.lengths, &o.reverse,
-                       &need_dx, &with_bias))
-        return NULL;
     return ct_finish(&held, parse_common(&held, &a, &o, fn)
                                 ? NULL
                                 : run_backward(&held, &a, fn, 0, o_dout, o_dh_n, o_dc_n, o_saved,
@@ -275,36 +262,17 @@ static PyObject *py_rnn_backward(PyObject *self, PyObject *args, PyObject *kw)
 /* rnn_cell_backward(dh_new (B, H) | None, dc_new | None, x (B, I), h, c, w_ih, w_hh, b_ih,
  *                   b_hh, saved, mode, need_dx=True)
  *   -> (dx | None, dh, dc | None, dw_ih, dw_hh, db_ih | None, db_hh | None) */
-static PyObject *py_rnn_cell_backward(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *rnn_cell_backward_impl(const rnn_cell_backward_args *call, const char *fn)
 {
-    static char *names[] = {"dh_new", "dc_new", "x", "h", "c", "w_ih", "w_hh", "b_ih", "b_hh",
-                            "saved", "mode", "need_dx", NULL};
-    const char *fn = "rnn_cell_backward";
-    PyObject *o_dh, *o_dc, *o_saved;
-    rnn_objs o = {.lengths = Py_None, .cell = 1};
-    int need_dx = 1;
+    rnn_objs o = {.x = call->o_x, .h0 = call->o_h, .c0 = call->o_c, .w_ih = call->o_w_ih,
+                  .w_hh = call->o_w_hh, .b_ih = call->o_b_ih, .b_hh = call->o_b_hh,
+                  .mode = call->o_mode, .lengths = Py_None, .cell = 1};
+    PyObject *o_dh = call->o_dh_new, *o_dc = call->o_dc_new, *o_saved = call->o_saved;
+    int need_dx = call->need_dx;
     rnn_args a;
     ct_held held = {0};
-    if (!ct_parse_args(args, kw, "OOOOOOOOOOO|p:rnn_cell_backward", names, &o_dh, &o_dc, &o.x, &o.h0,
-                                     &o.c0, &o.w_ih, &o.w_hh, &o.b_ih, &o.b_hh, &o_saved, &o.mode,
-                                     &need_dx))
-        return NULL;
     return ct_finish(&held, parse_common(&held, &a, &o, fn)
                                 ? NULL
                                 : run_backward(&held, &a, fn, 1, Py_None, o_dh, o_dc, o_saved,
                                                need_dx, 0));
 }
-
-PyMethodDef ct_methods_recurrent[] = {
-    CT_METHOD(rnn_forward, "rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0=None, "
-                           "lengths=None, reverse=False) -> (out, h_n, c_n, saved)"),
-    CT_METHOD(rnn_backward, "rnn_backward(dout, dh_n, dc_n, x, w_ih, w_hh, saved, mode, "
-                            "lengths=None, reverse=False, need_dx=True, with_bias=True) "
-                            "-> (dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh)"),
-    CT_METHOD(rnn_cell_forward, "rnn_cell_forward(x, h, w_ih, w_hh, b_ih, b_hh, mode, c=None) "
-                                "-> (h_new, c_new, saved)"),
-    CT_METHOD(rnn_cell_backward, "rnn_cell_backward(dh_new, dc_new, x, h, c, w_ih, w_hh, b_ih, "
-                                 "b_hh, saved, mode, need_dx=True) "
-                                 "-> (dx, dh, dc, dw_ih, dw_hh, db_ih, db_hh)"),
-    {NULL, NULL, 0, NULL},
-};

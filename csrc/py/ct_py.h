@@ -206,8 +206,8 @@ int ct_fork_guard_install(void);
 
 #define CT_DATA(a) ((a) ? PyArray_DATA(a) : NULL)
 
-/* Each binding file defines `PyMethodDef ct_methods_<family>[]`, ending
- * with a {NULL} sentinel, and lists the family in families.h. */
+/* The generated csrc/py/generated/<family>.c defines `PyMethodDef
+ * ct_methods_<family>[]` (see generate_bindings.py). */
 #define CT_METHOD(name, doc) {#name, (PyCFunction)(void (*)(void))py_##name, METH_VARARGS | METH_KEYWORDS, doc}
 
 #endif /* CT_PY_H */

@@ -451,3 +451,175 @@ kernel("ff_backward", "fused",
            Call("ff_backward", "dx, dw1, db1, dw2, db2, dout, x, h, keep, p, w1, b1, w2, act_id, M, D, F",
                 alloc=True),
            ("dx", "dw1", "db1", "dw2", "db2")], python=False)
+
+# ------------------------------------------------------------------ decode
+ROW_INTS = "object[Union[int, np.ndarray]]"
+
+kernel("kv_cache_append", "decode", "cache_k, cache_v, k_t, v_t, pos: " + ROW_INTS, '''
+Write k_t (B, H, Dh) into cache_k[:, :, pos] and v_t (B, H, Dv) into
+cache_v[:, :, pos], in place.  pos: an int, or (B,) ints (one slot per
+row), each in [0, Tmax).
+''', "None")
+
+kernel("attend_step", "decode", "q_t, cache_k, cache_v, lengths: " + ROW_INTS
+       + ", key_padding_mask: array? = None, scale: object[Optional[float]] = None", '''
+Attention of one query per (row, head) over the cache.
+
+q_t (B, H, Dh), cache_k (B, H, Tmax, Dh), cache_v (B, H, Tmax, Dv);
+lengths: int or (B,) ints in [0, Tmax], row b sees slots < lengths[b];
+key_padding_mask (B, Tmax) bool, True = hidden, or None; scale defaults
+to 1/sqrt(Dh) -> out (B, H, Dv) = softmax(scale q k^T) v.
+''', ARRAY)
+
+kernel("cache_reorder", "decode", "cache, rows, length: object[Optional[int]] = None", '''
+Gather cache rows: cache (B_in, H, Tmax, D), rows (B_out,) ints in
+[0, B_in) -> new (B_out, H, Tmax, D) with out[i] = cache[rows[i]] for the
+first ``length`` slots (all by default) and zeros after.  B_out may
+differ from B_in (e.g. expanding a batch to batch x beams).
+''', ARRAY, [
+    In("cache", "float", 4),
+    C('''npy_intp B_in = PyArray_DIM(cache, 0), H = PyArray_DIM(cache, 1), Tmax = PyArray_DIM(cache, 2);
+    npy_intp D = PyArray_DIM(cache, 3), length = Tmax;'''),
+    In("rows", "ids", 1, ['ct_check_ids(@, fn, "rows", 0, B_in, 0, 0)']),
+    C('''if (o_length != NULL && o_length != Py_None) {
+        long long v;
+        if (ct_int_arg(o_length, fn, "length", 0, (long long)Tmax, "cache.shape[2]", PyExc_ValueError, &v))
+            goto fail;
+        length = (npy_intp)v;
+    }
+    npy_intp shape[4] = {PyArray_DIM(rows, 0), H, Tmax, D};
+    PyArrayObject *out = length < Tmax ? ct_zeros(&held, t, 4, shape) : ct_empty(&held, t, 4, shape);
+    if (out == NULL) goto fail;''', arrays=["out"]),
+    Call("cache_reorder", "out, cache, rows, shape[0], H, Tmax, D, length"),
+    ("out",)])
+
+kernel("decode_linear", "decode", "x, w, bias: array? = None", '''
+``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
+w (N, K), bias (N) or None -> (..., N).  One row goes through GEMV
+(streaming the weights at about twice the bandwidth of a one-row GEMM);
+more rows through the GEMM, exactly as :func:`linear_forward`.
+''', ARRAY, [
+    In("x", "float", (1, -1)),
+    C("npy_intp K = PyArray_DIM(x, nd - 1), M = ct_prod(x, 0, nd - 1);"),
+    In("w", "t", 2, [dim(1, "K", "x.shape[-1]")]),
+    C("npy_intp N = PyArray_DIM(w, 0);"),
+    row_vector("bias", "N", "w.shape[0]"),
+    C('''npy_intp shape[NPY_MAXDIMS];
+    for (int ax = 0; ax < nd - 1; ax++) shape[ax] = PyArray_DIM(x, ax);
+    shape[nd - 1] = N;'''),
+    Out("out", shape=("nd", "shape")),
+    Call("decode_linear", "out, x, w, bias, M, K, N"),
+    ("out",)])
+
+# ------------------------------------------------------------------ optim (hand-written bodies)
+kernel("sgd_step", "optim",
+       "param, grad, momentum_buffer: array?, lr: float, momentum: float = 0.0, dampening: float = 0.0, "
+       "nesterov: bool = False, weight_decay: float = 0.0, maximize: bool = False, first_step: bool = False", '''
+One step of torch.optim.SGD on one parameter, in place.
+
+param, grad, momentum_buffer: same shape and dtype (buffer may be None
+when momentum == 0).  ``first_step`` initialises the buffer to the
+(decayed) gradient without dampening, as torch does when the buffer
+does not exist yet.
+''', "None")
+
+kernel("adam_step", "optim",
+       "param, grad, exp_avg, exp_avg_sq, step: int, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, "
+       "eps: float = 1e-8, weight_decay: float = 0.0, decoupled_weight_decay: bool = False, amsgrad: bool = False, "
+       "max_exp_avg_sq: array? = None, maximize: bool = False", '''
+One step of torch.optim.Adam (AdamW with ``decoupled_weight_decay``), in place.
+
+param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq, required when
+``amsgrad``): same shape and dtype; state starts at zeros.  ``step`` is
+the number of this step, from 1 (bias correction 1 - beta**step).
+''', "None")
+
+# (the Python functions convert their floats first: hand-written in kernels/optim.py)
+kernel("grad_norm", "optim", "grads: object, norm_type: float = 2.0",
+       "p-norm of all gradients seen as one vector.", "float", python=False)
+kernel("clip_grad_norm", "optim", "grads: object, max_norm: float, norm_type: float = 2.0",
+       "Scale every gradient in place by min(max_norm / (total_norm + 1e-6), 1); returns total_norm.",
+       "float", python=False)
+
+# ------------------------------------------------------------------ recurrent (hand-written bodies)
+# The Python stacks (rnn_stack_*) are hand-written in kernels/recurrent.py.
+kernel("rnn_forward", "recurrent",
+       "x, h0: array?, w_ih, w_hh, b_ih: array?, b_hh: array?, mode: object[str], c0: array? = None, "
+       "lengths: array? = None, reverse: bool = False", '''
+One recurrent layer in one direction over a whole sequence.
+
+x (T, B, I) time-major; h0, c0 (B, H) or None (zeros; c0 for lstm only);
+lengths (B) integers in [1, T] or None: steps t >= lengths[b] are padding
+(output 0, state unchanged, no gradient), as ``pad_packed_sequence``
+gives; reverse: each sequence runs from its own last real step back to 0.
+
+Returns (out (T, B, H), h_n (B, H), c_n (B, H) or None, saved), h_n / c_n
+the state after each sequence's last real step and ``saved`` a 1-D
+buffer for :func:`rnn_backward`.
+''', "Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]")
+
+kernel("rnn_backward", "recurrent",
+       "dout: array?, dh_n: array?, dc_n: array?, x, w_ih, w_hh, saved, mode: object[str], "
+       "lengths: array? = None, reverse: bool = False, need_dx: bool = True, with_bias: bool = True", '''
+Gradients of :func:`rnn_forward` (backward through time in C).
+
+dout (T, B, H), dh_n, dc_n (B, H): gradients of the outputs, None = zero.
+x, w_ih, w_hh, mode, lengths, reverse as given to :func:`rnn_forward`,
+saved as it returned (the initial state and the biases are not needed).
+Returns (dx (T, B, I) or None when not need_dx, dh0 (B, H), dc0 (B, H)
+or None (not lstm), dw_ih, dw_hh, db_ih, db_hh (G*H) - both None when
+not with_bias).
+''', "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, "
+     "Optional[np.ndarray], Optional[np.ndarray]]")
+
+kernel("rnn_cell_forward", "recurrent",
+       "x, h: array?, w_ih, w_hh, b_ih: array?, b_hh: array?, mode: object[str], c: array? = None", '''
+One step, as ``torch.nn.RNNCell`` / ``LSTMCell`` / ``GRUCell``.
+
+x (B, I), h, c (B, H) or None (zeros; c for lstm only)
+-> (h' (B, H), c' (B, H) or None, saved for :func:`rnn_cell_backward`).
+''', "Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]")
+
+kernel("rnn_cell_backward", "recurrent",
+       "dh_new: array?, dc_new: array?, x, h: array?, c: array?, w_ih, w_hh, b_ih: array?, b_hh: array?, saved, "
+       "mode: object[str], need_dx: bool = True", '''
+Gradients of :func:`rnn_cell_forward`.
+
+dh_new, dc_new (B, H) or None -> (dx (B, I) or None, dh (B, H),
+dc (B, H) or None, dw_ih, dw_hh, db_ih or None, db_hh or None).
+''', "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, "
+     "Optional[np.ndarray], Optional[np.ndarray]]")
+
+# ------------------------------------------------------------------ attention (hand-written bodies)
+# The Python functions convert options and wrap results (kernels/attention.py).
+MASK = "mask: object[Optional[np.ndarray]] = None, is_causal: bool = False"
+DROPOUT = "dropout_p: float = 0.0, seed: uint64 = 0"
+MHA_WEIGHTS = ("query, key, value, q_weight, k_weight, v_weight, q_bias: array?, k_bias: array?, v_bias: array?, "
+               "out_weight, out_bias: array?, num_heads: int")
+MHA_GRADS = ", ".join(f"d{name}: array? = None" for name in (
+    "query", "key", "value", "q_weight", "k_weight", "v_weight", "q_bias", "k_bias", "v_bias", "out_weight",
+    "out_bias"))
+PACKED = ("query, kv: array?, in_proj_weight, in_proj_bias: array?, out_weight, out_bias: array?, num_heads: int, "
+          "self_attn: bool, seq_first: bool")
+
+kernel("sdpa_forward", "attention", f"q, k, v, {MASK}, scale: object[Optional[float]] = None, {DROPOUT}",
+       "Scaled dot-product attention -> (out, probs).", "Tuple[np.ndarray, np.ndarray]", python=False)
+kernel("sdpa_backward", "attention",
+       f"dout, q, k, v, probs, {MASK}, scale: object[Optional[float]] = None, {DROPOUT}, "
+       "dq: array? = None, dk: array? = None, dv: array? = None",
+       "Gradients of sdpa_forward -> (dq, dk, dv); given arrays are accumulated into.",
+       "Tuple[np.ndarray, np.ndarray, np.ndarray]", python=False)
+kernel("mha_forward", "attention", f"{MHA_WEIGHTS}, {MASK}, {DROPOUT}",
+       "Multi-head attention -> (out, q, k, v, probs, context).", "tuple", python=False)
+kernel("mha_backward", "attention", f"dout, {MHA_WEIGHTS}, q, k, v, probs, context, {MASK}, {DROPOUT}, {MHA_GRADS}",
+       "Gradients of mha_forward -> 11 gradients; given arrays are accumulated into.", "tuple", python=False)
+kernel("mha_packed_forward", "attention", f"{PACKED}, {MASK}, {DROPOUT}",
+       "Multi-head attention with a packed in_proj_weight -> (out, proj_q, proj_kv, probs, context).",
+       "tuple", python=False)
+kernel("mha_packed_backward", "attention",
+       f"dout, {PACKED}, proj_q, proj_kv: array?, probs, context, {MASK}, {DROPOUT}, need_dquery: bool = True, "
+       "need_dkv: bool = True",
+       "Gradients of mha_packed_forward -> (dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias).",
+       "tuple", python=False)
+kernel("positional_encoding", "attention", "max_len: int, d_model: int, double: bool = False",
+       "Sinusoidal positional-encoding table (max_len, d_model).", ARRAY, python=False)

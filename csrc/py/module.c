@@ -1,9 +1,9 @@
 /* module.c - the private extension module ctransformer._C.
- * It joins the method tables of every family (families.h) and adds the
+ * It joins the method tables of every family (generated/families.h) and adds the
  * thread and floating-point knobs.  The public API is ctransformer.kernels. */
 #define CT_PY_MODULE_C
 #include "ct_py.h"
-#include "families.h"
+#include "generated/families.h"
 #include "../ct_blas.h"
 #include "../packed_gemm.h"
 #include "../parallel.h"

@@ -229,3 +229,127 @@ def bmm_backward(dout: np.ndarray, a: np.ndarray, b: np.ndarray, need_da: bool =
     with batch 1 receives the sum over the batch.
     """
     return _C.bmm_backward(dout, a, b, need_da, need_db)
+
+
+def kv_cache_append(cache_k: np.ndarray, cache_v: np.ndarray, k_t: np.ndarray, v_t: np.ndarray,
+                    pos: Union[int, np.ndarray]) -> None:
+    """Write k_t (B, H, Dh) into cache_k[:, :, pos] and v_t (B, H, Dv) into
+    cache_v[:, :, pos], in place.  pos: an int, or (B,) ints (one slot per
+    row), each in [0, Tmax).
+    """
+    return _C.kv_cache_append(cache_k, cache_v, k_t, v_t, pos)
+
+
+def attend_step(q_t: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, lengths: Union[int, np.ndarray],
+                key_padding_mask: Optional[np.ndarray] = None, scale: Optional[float] = None) -> np.ndarray:
+    """Attention of one query per (row, head) over the cache.
+
+    q_t (B, H, Dh), cache_k (B, H, Tmax, Dh), cache_v (B, H, Tmax, Dv);
+    lengths: int or (B,) ints in [0, Tmax], row b sees slots < lengths[b];
+    key_padding_mask (B, Tmax) bool, True = hidden, or None; scale defaults
+    to 1/sqrt(Dh) -> out (B, H, Dv) = softmax(scale q k^T) v.
+    """
+    return _C.attend_step(q_t, cache_k, cache_v, lengths, key_padding_mask, scale)
+
+
+def cache_reorder(cache: np.ndarray, rows: np.ndarray, length: Optional[int] = None) -> np.ndarray:
+    """Gather cache rows: cache (B_in, H, Tmax, D), rows (B_out,) ints in
+    [0, B_in) -> new (B_out, H, Tmax, D) with out[i] = cache[rows[i]] for the
+    first ``length`` slots (all by default) and zeros after.  B_out may
+    differ from B_in (e.g. expanding a batch to batch x beams).
+    """
+    return _C.cache_reorder(cache, rows, length)
+
+
+def decode_linear(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
+    w (N, K), bias (N) or None -> (..., N).  One row goes through GEMV
+    (streaming the weights at about twice the bandwidth of a one-row GEMM);
+    more rows through the GEMM, exactly as :func:`linear_forward`.
+    """
+    return _C.decode_linear(x, w, bias)
+
+
+def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buffer: Optional[np.ndarray], lr: float,
+             momentum: float = 0.0, dampening: float = 0.0, nesterov: bool = False,
+             weight_decay: float = 0.0, maximize: bool = False, first_step: bool = False) -> None:
+    """One step of torch.optim.SGD on one parameter, in place.
+
+    param, grad, momentum_buffer: same shape and dtype (buffer may be None
+    when momentum == 0).  ``first_step`` initialises the buffer to the
+    (decayed) gradient without dampening, as torch does when the buffer
+    does not exist yet.
+    """
+    return _C.sgd_step(param, grad, momentum_buffer, lr, momentum, dampening, nesterov, weight_decay, maximize, first_step)
+
+
+def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray, step: int,
+              lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+              weight_decay: float = 0.0, decoupled_weight_decay: bool = False, amsgrad: bool = False,
+              max_exp_avg_sq: Optional[np.ndarray] = None, maximize: bool = False) -> None:
+    """One step of torch.optim.Adam (AdamW with ``decoupled_weight_decay``), in place.
+
+    param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq, required when
+    ``amsgrad``): same shape and dtype; state starts at zeros.  ``step`` is
+    the number of this step, from 1 (bias correction 1 - beta**step).
+    """
+    return _C.adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, amsgrad, max_exp_avg_sq, maximize)
+
+
+def rnn_forward(x: np.ndarray, h0: Optional[np.ndarray], w_ih: np.ndarray, w_hh: np.ndarray,
+                b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray], mode: str,
+                c0: Optional[np.ndarray] = None, lengths: Optional[np.ndarray] = None, reverse: bool = False
+                ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]:
+    """One recurrent layer in one direction over a whole sequence.
+
+    x (T, B, I) time-major; h0, c0 (B, H) or None (zeros; c0 for lstm only);
+    lengths (B) integers in [1, T] or None: steps t >= lengths[b] are padding
+    (output 0, state unchanged, no gradient), as ``pad_packed_sequence``
+    gives; reverse: each sequence runs from its own last real step back to 0.
+
+    Returns (out (T, B, H), h_n (B, H), c_n (B, H) or None, saved), h_n / c_n
+    the state after each sequence's last real step and ``saved`` a 1-D
+    buffer for :func:`rnn_backward`.
+    """
+    return _C.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0, lengths, reverse)
+
+
+def rnn_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray], dc_n: Optional[np.ndarray],
+                 x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, saved: np.ndarray, mode: str,
+                 lengths: Optional[np.ndarray] = None, reverse: bool = False, need_dx: bool = True,
+                 with_bias: bool = True
+                 ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """Gradients of :func:`rnn_forward` (backward through time in C).
+
+    dout (T, B, H), dh_n, dc_n (B, H): gradients of the outputs, None = zero.
+    x, w_ih, w_hh, mode, lengths, reverse as given to :func:`rnn_forward`,
+    saved as it returned (the initial state and the biases are not needed).
+    Returns (dx (T, B, I) or None when not need_dx, dh0 (B, H), dc0 (B, H)
+    or None (not lstm), dw_ih, dw_hh, db_ih, db_hh (G*H) - both None when
+    not with_bias).
+    """
+    return _C.rnn_backward(dout, dh_n, dc_n, x, w_ih, w_hh, saved, mode, lengths, reverse, need_dx, with_bias)
+
+
+def rnn_cell_forward(x: np.ndarray, h: Optional[np.ndarray], w_ih: np.ndarray, w_hh: np.ndarray,
+                     b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray], mode: str,
+                     c: Optional[np.ndarray] = None) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
+    """One step, as ``torch.nn.RNNCell`` / ``LSTMCell`` / ``GRUCell``.
+
+    x (B, I), h, c (B, H) or None (zeros; c for lstm only)
+    -> (h' (B, H), c' (B, H) or None, saved for :func:`rnn_cell_backward`).
+    """
+    return _C.rnn_cell_forward(x, h, w_ih, w_hh, b_ih, b_hh, mode, c)
+
+
+def rnn_cell_backward(dh_new: Optional[np.ndarray], dc_new: Optional[np.ndarray], x: np.ndarray,
+                      h: Optional[np.ndarray], c: Optional[np.ndarray], w_ih: np.ndarray, w_hh: np.ndarray,
+                      b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray], saved: np.ndarray, mode: str,
+                      need_dx: bool = True
+                      ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """Gradients of :func:`rnn_cell_forward`.
+
+    dh_new, dc_new (B, H) or None -> (dx (B, I) or None, dh (B, H),
+    dc (B, H) or None, dw_ih, dw_hh, db_ih or None, db_hh or None).
+    """
+    return _C.rnn_cell_backward(dh_new, dc_new, x, h, c, w_ih, w_hh, b_ih, b_hh, saved, mode, need_dx)

@@ -14,50 +14,17 @@ A cache is a pair of C-contiguous arrays ``cache_k`` (B, H, Tmax, Dh) and
 ``key_padding_mask`` follows torch's ``key_padding_mask`` polarity:
 **True = the slot is padding and is ignored**.  A row with no visible key
 gets a zero output (never NaN).
-"""
-from __future__ import annotations
 
-from typing import Optional, Union
+(The functions are generated from csrc/py/kernel_table.py into _bindings.py.)
+"""
+from typing import Union
 
 import numpy as np
 
-from .. import _C
+from ._bindings import attend_step, cache_reorder, decode_linear, kv_cache_append
 
+__all__ = ["kv_cache_append", "attend_step", "cache_reorder", "decode_linear"]
+
+#: an int, or one int per row
 RowInts = Union[int, np.ndarray]
 
-
-def kv_cache_append(cache_k: np.ndarray, cache_v: np.ndarray, k_t: np.ndarray, v_t: np.ndarray,
-                    pos: RowInts) -> None:
-    """Write k_t (B, H, Dh) into cache_k[:, :, pos] and v_t (B, H, Dv) into
-    cache_v[:, :, pos], in place.  pos: an int, or (B,) ints (one slot per
-    row), each in [0, Tmax)."""
-    _C.kv_cache_append(cache_k, cache_v, k_t, v_t, pos)
-
-
-def attend_step(q_t: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, lengths: RowInts,
-                key_padding_mask: Optional[np.ndarray] = None, scale: Optional[float] = None
-                ) -> np.ndarray:
-    """Attention of one query per (row, head) over the cache.
-
-    q_t (B, H, Dh), cache_k (B, H, Tmax, Dh), cache_v (B, H, Tmax, Dv);
-    lengths: int or (B,) ints in [0, Tmax], row b sees slots < lengths[b];
-    key_padding_mask (B, Tmax) bool, True = hidden, or None; scale defaults
-    to 1/sqrt(Dh) -> out (B, H, Dv) = softmax(scale q k^T) v.
-    """
-    return _C.attend_step(q_t, cache_k, cache_v, lengths, key_padding_mask, scale)
-
-
-def cache_reorder(cache: np.ndarray, rows: np.ndarray, length: Optional[int] = None) -> np.ndarray:
-    """Gather cache rows: cache (B_in, H, Tmax, D), rows (B_out,) ints in
-    [0, B_in) -> new (B_out, H, Tmax, D) with out[i] = cache[rows[i]] for the
-    first ``length`` slots (all by default) and zeros after.  B_out may
-    differ from B_in (e.g. expanding a batch to batch x beams)."""
-    return _C.cache_reorder(cache, rows, length)
-
-
-def decode_linear(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray] = None) -> np.ndarray:
-    """``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
-    w (N, K), bias (N) or None -> (..., N).  One row goes through GEMV
-    (streaming the weights at about twice the bandwidth of a one-row GEMM);
-    more rows through the GEMM, exactly as :func:`linear_forward`."""
-    return _C.decode_linear(x, w, bias)

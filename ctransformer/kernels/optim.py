@@ -3,46 +3,22 @@ clipping (torch.nn.utils.clip_grad_norm_).
 
 Parameters and optimizer state are updated in place and must be C-contiguous,
 writeable arrays of one dtype and shape (views are refused: a copy would lose
-the update).  Gradients are only read.
+the update).  Gradients are only read.  (sgd_step and adam_step are generated
+from csrc/py/kernel_table.py into _bindings.py.)
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Sequence, Union
 
 import numpy as np
 
 from .. import _C
 from ._args import as_float
+from ._bindings import adam_step, sgd_step
+
+__all__ = ["sgd_step", "adam_step", "grad_norm", "clip_grad_norm"]
 
 Grads = Union[np.ndarray, Sequence[np.ndarray]]
-
-
-def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buffer: Optional[np.ndarray], lr: float,
-             momentum: float = 0.0, dampening: float = 0.0, nesterov: bool = False,
-             weight_decay: float = 0.0, maximize: bool = False, first_step: bool = False) -> None:
-    """One step of torch.optim.SGD on one parameter, in place.
-
-    param, grad, momentum_buffer: same shape and dtype (buffer may be None
-    when momentum == 0).  ``first_step`` initialises the buffer to the
-    (decayed) gradient without dampening, as torch does when the buffer
-    does not exist yet.
-    """
-    _C.sgd_step(param, grad, momentum_buffer, lr, momentum, dampening, nesterov, weight_decay,
-                maximize, first_step)
-
-
-def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray,
-              step: int, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-              weight_decay: float = 0.0, decoupled_weight_decay: bool = False, amsgrad: bool = False,
-              max_exp_avg_sq: Optional[np.ndarray] = None, maximize: bool = False) -> None:
-    """One step of torch.optim.Adam (AdamW with ``decoupled_weight_decay``), in place.
-
-    param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq, required when
-    ``amsgrad``): same shape and dtype; state starts at zeros.  ``step`` is
-    the number of this step, from 1 (bias correction 1 - beta**step).
-    """
-    _C.adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay,
-                 decoupled_weight_decay, amsgrad, max_exp_avg_sq, maximize)
 
 
 def grad_norm(grads: Grads, norm_type: float = 2.0) -> float:

@@ -9,6 +9,8 @@ Modes and gate counts G: ``"rnn_tanh"``, ``"rnn_relu"`` (G = 1), ``"lstm"``
   whole time-major sequence (the building block, all in C).
 * :func:`rnn_cell_forward` / :func:`rnn_cell_backward` - one step (the same C
   kernel with T = 1), for step-by-step decoders.
+  (rnn_forward, rnn_backward and the cells are generated from
+  csrc/py/kernel_table.py into _bindings.py.)
 * :func:`rnn_stack_forward` / :func:`rnn_stack_backward` - multi-layer and
   bidirectional stacks with dropout between layers, as ``torch.nn.RNN`` /
   ``LSTM`` / ``GRU``.
@@ -22,9 +24,13 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import _C
+from . import _bindings
 from ._args import as_float
+from ._bindings import rnn_cell_backward, rnn_cell_forward, rnn_forward
 from .dropout import dropout_backward, dropout_forward
+
+__all__ = ["MODES", "rnn_forward", "rnn_backward", "rnn_cell_forward", "rnn_cell_backward", "rnn_stack_forward",
+           "rnn_stack_backward", "RNNStackCache"]
 
 MODES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
 
@@ -32,25 +38,6 @@ MODES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
 RNNWeights = Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
 # (dw_ih, dw_hh, db_ih | None, db_hh | None)
 RNNWeightGrads = Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
-
-
-def rnn_forward(x: np.ndarray, h0: Optional[np.ndarray], w_ih: np.ndarray, w_hh: np.ndarray,
-                b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray], mode: str,
-                c0: Optional[np.ndarray] = None, lengths: Optional[np.ndarray] = None,
-                reverse: bool = False
-                ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]:
-    """One recurrent layer in one direction over a whole sequence.
-
-    x (T, B, I) time-major; h0, c0 (B, H) or None (zeros; c0 for lstm only);
-    lengths (B) integers in [1, T] or None: steps t >= lengths[b] are padding
-    (output 0, state unchanged, no gradient), as ``pad_packed_sequence``
-    gives; reverse: each sequence runs from its own last real step back to 0.
-
-    Returns (out (T, B, H), h_n (B, H), c_n (B, H) or None, saved), h_n / c_n
-    the state after each sequence's last real step and ``saved`` a 1-D
-    buffer for :func:`rnn_backward`.
-    """
-    return _C.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0, lengths, reverse)
 
 
 def _legacy_rnn_backward_layout(fn):
@@ -73,52 +60,8 @@ def _legacy_rnn_backward_layout(fn):
     return adapter
 
 
-@_legacy_rnn_backward_layout
-def rnn_backward(dout: Optional[np.ndarray], dh_n: Optional[np.ndarray], dc_n: Optional[np.ndarray],
-                 x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, saved: np.ndarray, mode: str,
-                 lengths: Optional[np.ndarray] = None, reverse: bool = False, need_dx: bool = True,
-                 with_bias: bool = True
-                 ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray,
-                            np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
-    """Gradients of :func:`rnn_forward` (backward through time in C).
-
-    dout (T, B, H), dh_n, dc_n (B, H): gradients of the outputs, None = zero.
-    x, w_ih, w_hh, mode, lengths, reverse as given to :func:`rnn_forward`,
-    saved as it returned (the initial state and the biases are not needed).
-    Returns (dx (T, B, I) or None when not need_dx, dh0 (B, H), dc0 (B, H)
-    or None (not lstm), dw_ih, dw_hh, db_ih, db_hh (G*H) - both None when
-    not with_bias).
-    """
-    return _C.rnn_backward(dout, dh_n, dc_n, x, w_ih, w_hh, saved, mode, lengths, reverse, need_dx,
-                           with_bias)
-
-
-def rnn_cell_forward(x: np.ndarray, h: Optional[np.ndarray], w_ih: np.ndarray, w_hh: np.ndarray,
-                     b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray], mode: str,
-                     c: Optional[np.ndarray] = None
-                     ) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
-    """One step, as ``torch.nn.RNNCell`` / ``LSTMCell`` / ``GRUCell``.
-
-    x (B, I), h, c (B, H) or None (zeros; c for lstm only)
-    -> (h' (B, H), c' (B, H) or None, saved for :func:`rnn_cell_backward`).
-    """
-    return _C.rnn_cell_forward(x, h, w_ih, w_hh, b_ih, b_hh, mode, c)
-
-
-def rnn_cell_backward(dh_new: Optional[np.ndarray], dc_new: Optional[np.ndarray], x: np.ndarray,
-                      h: Optional[np.ndarray], c: Optional[np.ndarray], w_ih: np.ndarray,
-                      w_hh: np.ndarray, b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray],
-                      saved: np.ndarray, mode: str, need_dx: bool = True
-                      ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray],
-                                 np.ndarray, np.ndarray, Optional[np.ndarray],
-                                 Optional[np.ndarray]]:
-    """Gradients of :func:`rnn_cell_forward`.
-
-    dh_new, dc_new (B, H) or None -> (dx (B, I) or None, dh (B, H),
-    dc (B, H) or None, dw_ih, dw_hh, db_ih or None, db_hh or None).
-    """
-    return _C.rnn_cell_backward(dh_new, dc_new, x, h, c, w_ih, w_hh, b_ih, b_hh, saved, mode,
-                                need_dx)
+#: the generated rnn_backward, with the temporary adapter
+rnn_backward = _legacy_rnn_backward_layout(_bindings.rnn_backward)
 
 
 # ---------------------------------------------------------------------------
