@@ -150,12 +150,19 @@ class Node:
     values to free after it runs; ``_FREED`` once released.
 
     Two ways build a Node: ``Node(...)`` (apply_op, ``_unary``: backward is a
-    closure) and :func:`fast_node` (the hot path: a subclass whose class
-    attributes give backward / op / n_out / shapes and whose own slots hold
-    what its gradient needs).  The fast subclasses are the arithmetic nodes
-    of ``ctransformer/tensor/_arith.py`` (``_BinaryNode``, ``_ScalarNode``)
-    and ``_ActivationNode`` in ``ctransformer/ops/activation.py``;
-    tests/test_tensor_autograd.py checks that each sets every slot."""
+    closure, edges by :func:`edge_of`) and, on the hot path, by hand: a
+    subclass whose class attributes give backward / op / n_out / shapes and
+    whose own slots hold what its gradient needs, made with
+    ``object.__new__`` and its slots set in place (a helper call per op costs
+    ~10 % of an 8x128 elementwise op).  Those places, all of them:
+
+    * ``ctransformer/tensor/_arith.py`` ``_make_arith``: ``_BinaryNode``
+      subclasses (Tensor op Tensor) and ``_ScalarNode`` subclasses (Tensor op
+      Python scalar);
+    * ``ctransformer/ops/activation.py`` ``activation``: ``_ActivationNode``.
+
+    Each writes out edge_of's rule and sets every slot below (deps included);
+    tests/test_fast_nodes.py checks that, for every fast subclass."""
 
     __slots__ = ("edges", "backward", "op", "dtype", "n_out", "shapes", "grad", "deps", "mark", "retained",
                  "versions")
@@ -225,36 +232,6 @@ def edge_of(t):
     if n is None:
         return t
     return n if n.n_out == 1 else (n, t._idx)
-
-
-_nnew = object.__new__
-
-
-def fast_node(cls: type, dtype: np.dtype, versions, x, y) -> Node:
-    """A Node of the fast subclass ``cls`` (see :class:`Node`) for an op on
-    Tensor ``x`` and Tensor ``y`` (None for a one-input op), at least one of
-    which requires grad, made without ``__init__``: sets every slot of Node
-    (edges by the rule of :func:`edge_of`, dtype, versions, and the scratch
-    slots of a backward pass); the caller then sets the slots of ``cls``."""
-    # edge_of's rule, written out here: this runs once per arithmetic op and a call per operand costs ~3 %
-    if x.requires_grad:
-        p = x._node
-        ex = x if p is None else (p if p.n_out == 1 else (p, x._idx))
-    else:
-        ex = None
-    n = _nnew(cls)
-    if y is None:
-        n.edges = (ex,)
-    elif y.requires_grad:
-        p = y._node
-        n.edges = (ex, y if p is None else (p if p.n_out == 1 else (p, y._idx)))
-    else:
-        n.edges = (ex, None)
-    n.dtype = dtype
-    n.versions = versions
-    n.grad = n.mark = n.retained = None
-    n.deps = 0
-    return n
 
 
 def version_of(t) -> int:

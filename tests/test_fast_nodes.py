@@ -1,10 +1,11 @@
-"""The hot path's Node subclasses (made by autograd.fast_node, not Node.__init__)
-set every slot Node has, as a Node built by __init__ does."""
+"""The hot path's Node subclasses (built by hand at the places listed at
+autograd.Node, not by Node.__init__) set every slot Node has, as a Node built
+by __init__ does, and their edges follow autograd.edge_of."""
 import numpy as np
 import pytest
 
 import ctransformer as ct
-from ctransformer.autograd import Node, apply_op
+from ctransformer.autograd import Node, apply_op, edge_of
 
 
 def _pos(shape=(2, 3)):
@@ -64,6 +65,7 @@ def test_fast_node_sets_every_node_slot(name, op, grads):
     assert node.deps == 0 and node.grad is None and node.mark is None and node.retained is None
     expected = tuple(None if not t.requires_grad else t for t in (x, y))[:len(node.edges)]
     assert node.edges == expected  # leaves: the edge is the Tensor itself
+    assert node.edges == tuple(edge_of(t) for t in (x, y))[:len(node.edges)]
     out.sum().backward()
     for t in (x, y):
         assert (t.grad is not None) == (t.requires_grad and (len(node.edges) == 2 or t is x))
@@ -77,6 +79,7 @@ def test_fast_node_edges_point_at_the_parent_node():
     x2 = x._data * 2
     a, b = apply_op((x2, x2 + 1), (x,), lambda g: (g[0] + g[1],), "Two")  # a two-output parent: (node, index)
     assert (a * 2.0).grad_fn.edges == ((a.grad_fn, 0),) and (b.tanh()).grad_fn.edges == ((b.grad_fn, 1),)
+    assert (a + b).grad_fn.edges == (edge_of(a), edge_of(b)) == ((a.grad_fn, 0), (b.grad_fn, 1))
 
 
 def test_init_built_node_sets_every_slot_too():

@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from ..autograd import Node, _FREED, _grad_enabled, edge_of, fast_node
+from ..autograd import Node, _FREED, _grad_enabled, edge_of
 from . import _dtypes
 from ._dtypes import bool_
 from ._helpers import _ADD, _DIV, _MUL, _POW, _SUB, _UFUNCS, _promote, _sum_to
@@ -36,11 +36,15 @@ def _unary(x: Tensor, out: np.ndarray, backward, name: str) -> Tensor:
 
 
 # ---------------------------------------------------------------- binary arithmetic
+# (The Node construction below is one of the fast paths listed at autograd.Node: written out,
+# not a helper, because a call per op costs ~10 % here; tests/test_fast_nodes.py checks that
+# each sets every slot of Node.)
 # The hot path of every model: one Tensor, one Node and one edges tuple per
 # op.  Built-in ops record a Node subclass whose slots hold exactly what the
 # gradient needs (add saves nothing, mul saves its operands) and whose
 # ``backward`` is a method: no closure and no cells per op, which keeps
 # allocation and garbage-collector work low on long recurrent graphs.
+_nnew = object.__new__
 
 
 def _pow_exponent_grad(g, a, b, out):
@@ -267,24 +271,37 @@ def _make_arith(code: int, rev: bool):
             t._idx = 0
             t._version = None
             if _grad_enabled[0] and (x.requires_grad or other.requires_grad):
-                if saves:
-                    # what torch saves: self if other needs grad, other if self does
-                    xv, ov = x._version, other._version
-                    if not other.requires_grad:
-                        versions = ((other, 0 if ov is None else ov[0]),)
-                    elif not x.requires_grad:
-                        versions = ((x, 0 if xv is None else xv[0]),)
-                    else:
-                        versions = ((x, 0 if xv is None else xv[0]), (other, 0 if ov is None else ov[0]))
+                n = _nnew(node_tt)
+                if x.requires_grad:
+                    p = x._node
+                    ea = x if p is None else (p if p.n_out == 1 else (p, x._idx))
                 else:
-                    versions = None
-                n = fast_node(node_tt, out.dtype, versions, x, other)
+                    ea = None
+                if other.requires_grad:
+                    p = other._node
+                    eb = other if p is None else (p if p.n_out == 1 else (p, other._idx))
+                else:
+                    eb = None
+                n.edges = (ea, eb)
+                n.dtype = out.dtype
+                n.grad = n.mark = n.retained = None
+                n.deps = 0
                 n.sa = a.shape
                 n.sb = b.shape
                 if saves:
                     n.a = a
                     n.b = b
                     n.out = out
+                    # what torch saves: self if other needs grad, other if self does
+                    xv, ov = x._version, other._version
+                    if eb is None:
+                        n.versions = ((other, 0 if ov is None else ov[0]),)
+                    elif ea is None:
+                        n.versions = ((x, 0 if xv is None else xv[0]),)
+                    else:
+                        n.versions = ((x, 0 if xv is None else xv[0]), (other, 0 if ov is None else ov[0]))
+                else:
+                    n.versions = None
                 t.requires_grad = True
                 t._node = n
             else:
@@ -318,11 +335,17 @@ def _make_arith(code: int, rev: bool):
         t._idx = 0
         t._version = None
         if _grad_enabled[0] and x.requires_grad:
-            n = fast_node(node_scalar, out.dtype, () if frees_scalar else None, x, None)  # () : freed after backward
+            n = _nnew(node_scalar)
+            p = x._node
+            n.edges = (x if p is None else (p if p.n_out == 1 else (p, x._idx)),)
+            n.dtype = out.dtype
+            n.grad = n.mark = n.retained = None
+            n.deps = 0
             n.s = other
             if saves_scalar:
                 n.a = a
                 n.out = out
+            n.versions = () if frees_scalar else None  # () : freed after backward
             t.requires_grad = True
             t._node = n
         else:
