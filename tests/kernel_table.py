@@ -376,7 +376,8 @@ CROSS_ENTROPY = KernelInfo(
     _cross_entropy_backward, ref_cross_entropy, _cross_entropy_cases,
     lambda rng, dtype: [dict(logits=np.zeros((0, 4), dtype), targets=np.zeros(0, np.int64), ignore_index=-100,
                              label_smoothing=0.0, reduction=r) for r in ("none", "sum")],
-    ("logits",), dict(logits="dlogits"), _torch_cross_entropy, f64=F64_TIGHT)
+    ("logits",), dict(logits="dlogits"), _torch_cross_entropy, f64=F64_TIGHT,
+    float64_outputs=(1,))   # lse: the recomputed softmax of huge logits stays exact
 
 
 # ---- scaled dot-product attention ----------------------------------------------

@@ -17,6 +17,8 @@ from tolerances import F32, F64, F64_TIGHT
 
 DTYPES = [np.float32, np.float64]
 WITH_TORCH = [info for info in KERNELS if info.torch is not None]
+# optional weights and biases: given as None, they get no gradient (None)
+PARAMETERS = {"weight", "bias", "b_ih", "b_hh", "q_bias", "k_bias", "v_bias", "out_bias"}
 WITH_ACCUMULATORS = [info for info in KERNELS if info.accumulates]   # not matmul, bmm, mha, the recurrent ones
 
 
@@ -80,8 +82,10 @@ def test_forward_matches_numpy(rng, info, dtype):
     for i, inputs in enumerate(info.cases(rng, dtype)):
         got = outputs(info.forward(**inputs))
         want = as_tuple(info.reference(**upcast(inputs)))
-        assert got[0].dtype == dtype, f"case {i}"
         for j, (g, w) in enumerate(zip(got, want)):
+            if g.dtype.kind == "f":
+                expected = np.float64 if j in info.float64_outputs else dtype
+                assert g.dtype == expected, f"case {i}, output {j}: dtype {g.dtype}"
             assert_same(g, np.asarray(w), tolerance(info, dtype), f"case {i}, output {j}")
 
 
@@ -99,6 +103,9 @@ def test_gradients_float64(rng, info):
             return run_backward(info, kw, info.forward(**kw), np.asarray(dout))
 
         check_grads(forward, grads, inputs, wrt)
+        absent = [n for n in info.differentiable if n in PARAMETERS and inputs.get(n) is None]
+        got = run_backward(info, inputs, info.forward(**inputs), random_dout(rng, info.forward(**inputs), np.float64))
+        assert all(got.get(n) is None for n in absent), f"a gradient for an absent parameter of {absent}"
 
 
 @pytest.mark.parametrize("info", WITH_ACCUMULATORS, ids=repr)
