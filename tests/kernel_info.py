@@ -26,6 +26,8 @@ class KernelInfo:
     torch: Optional[Callable[..., Any]] = None                  # torch(torch, **tensors) -> out
     torch_cases: Optional[Cases] = None                         # default: cases
     f64: dict = field(default_factory=lambda: F64)              # float64 tolerance to the reference
+    exact: bool = False                                         # outputs are copies: compared exactly
+    float64_outputs: Tuple[int, ...] = ()                       # outputs in float64 whatever the input dtype
 
     def __repr__(self) -> str:
         return self.name

@@ -298,7 +298,7 @@ EMBEDDING = KernelInfo(
     lambda rng, dtype: [dict(ids=np.zeros((0, 2), np.int64), weight=normal(rng, (9, 6), dtype)),
                         dict(ids=np.array([1, 2]), weight=np.zeros((3, 0), dtype))],
     ("weight",), dict(weight="dweight"),
-    lambda torch, ids, weight: torch.nn.functional.embedding(ids, weight), _embedding_torch_cases)
+    lambda torch, ids, weight: torch.nn.functional.embedding(ids, weight), _embedding_torch_cases, exact=True)
 
 
 # ---- dropout -------------------------------------------------------------------
@@ -376,7 +376,8 @@ CROSS_ENTROPY = KernelInfo(
     _cross_entropy_backward, ref_cross_entropy, _cross_entropy_cases,
     lambda rng, dtype: [dict(logits=np.zeros((0, 4), dtype), targets=np.zeros(0, np.int64), ignore_index=-100,
                              label_smoothing=0.0, reduction=r) for r in ("none", "sum")],
-    ("logits",), dict(logits="dlogits"), _torch_cross_entropy, f64=F64_TIGHT)
+    ("logits",), dict(logits="dlogits"), _torch_cross_entropy, f64=F64_TIGHT,
+    float64_outputs=(1,))   # lse: the recomputed softmax of huge logits stays exact
 
 
 # ---- scaled dot-product attention ----------------------------------------------
@@ -414,7 +415,7 @@ def make_mask(kind, rng, shape, dtype):
         return None
     if kind == "bool":
         keep = rng.random(shape) > 0.3
-        keep[..., 0] = True
+        keep[..., :1] = True
         return keep
     return normal(rng, shape, dtype, 2)
 
@@ -520,8 +521,68 @@ MHA = KernelInfo(
     ("query", "key", "value", *MHA_WEIGHTS), f64=F64_TIGHT)
 
 
+# ---- multi-head attention with torch's packed in_proj_weight -------------------
+
+PACKED_WEIGHTS = ["in_proj_weight", "in_proj_bias", "out_weight", "out_bias"]
+
+
+def _batch_first(a, seq_first):
+    return None if a is None else np.swapaxes(a, 0, 1) if seq_first else a
+
+
+def ref_mha_packed(query, in_proj_weight, out_weight, num_heads, seq_first, is_causal, kv=None, mask=None,
+                   in_proj_bias=None, out_bias=None):
+    """ref_mha with the (3E, E) weight split into [wq; wk; wv]; keys and values from kv, or query."""
+    q = _batch_first(query, seq_first)
+    k = q if kv is None else _batch_first(kv, seq_first)
+    wq, wk, wv = np.split(in_proj_weight, 3)
+    bq, bk, bv = (None, None, None) if in_proj_bias is None else np.split(in_proj_bias, 3)
+    out, probs = ref_mha(q, k, k, wq, wk, wv, out_weight, num_heads, is_causal, mask, bq, bk, bv, out_bias)
+    return _batch_first(out, seq_first), probs
+
+
+def _packed_args(inputs):
+    return [inputs.get(n) for n in PACKED_WEIGHTS]
+
+
+def _mha_packed_forward(query, num_heads, seq_first, is_causal, kv=None, mask=None, **weights):
+    out, saved = K.mha_packed_forward(query, kv, *_packed_args(weights), num_heads, seq_first, mask, is_causal)
+    return out, saved.probs, saved
+
+
+def _mha_packed_backward(dout, saved, acc, query, num_heads, seq_first, is_causal, kv=None, mask=None, **weights):
+    grads = K.mha_packed_backward(dout, query, kv, *_packed_args(weights), num_heads, saved[2], seq_first, mask,
+                                  is_causal)
+    return grads._asdict()
+
+
+def _mha_packed_cases(rng, dtype, B=2, Tq=3, Tk=4, E=8):
+    out = []
+    for self_attn, seq_first, causal, kind, bias in [(True, False, False, None, True), (False, True, True, "bool", True),
+                                                     (True, True, False, "float", False),
+                                                     (False, False, False, None, False)]:
+        tk = Tq if self_attn else Tk
+        lay = (lambda T: (T, B, E)) if seq_first else (lambda T: (B, T, E))
+        case = dict(query=normal(rng, lay(Tq), dtype), num_heads=2, seq_first=seq_first, is_causal=causal,
+                    in_proj_weight=normal(rng, (3 * E, E), dtype, 0.5), out_weight=normal(rng, (E, E), dtype, 0.5))
+        if not self_attn:
+            case["kv"] = normal(rng, lay(tk), dtype)
+        if bias:
+            case.update(in_proj_bias=normal(rng, (3 * E,), dtype, 0.5), out_bias=normal(rng, (E,), dtype, 0.5))
+        if kind is not None:
+            case["mask"] = make_mask(kind, rng, (B, 1, Tq, tk), dtype)
+        out.append(case)
+    return out
+
+
+MHA_PACKED = KernelInfo(
+    "mha_packed", _mha_packed_forward, _mha_packed_backward, ref_mha_packed, _mha_packed_cases,
+    lambda rng, dtype: [_mha_packed_cases(rng, dtype, B=0)[0], _mha_packed_cases(rng, dtype, Tk=0)[3]],
+    ("query", "kv", *PACKED_WEIGHTS), f64=F64_TIGHT)
+
+
 KERNELS: List[KernelInfo] = (
     [_activation(kind) for kind in K.ACTIVATION_KINDS]
     + [_softmax(False), _softmax(True), LINEAR, MATMUL, BMM, LAYERNORM, ADD_LAYERNORM, BIAS_ACT, EMBEDDING,
-       DROPOUT, CROSS_ENTROPY, SDPA, MHA]
+       DROPOUT, CROSS_ENTROPY, SDPA, MHA, MHA_PACKED]
     + [rnn_entry(mode) for mode in GATES] + [rnn_cell_entry(mode) for mode in GATES])

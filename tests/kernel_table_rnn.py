@@ -44,8 +44,9 @@ def _flat(*arrays):
     return np.concatenate([a.ravel() for a in arrays if a is not None])
 
 
-def ref_rnn(mode, x, w_ih, w_hh, h0=None, c0=None, b_ih=None, b_hh=None, lengths=None, reverse=False):
-    """NumPy loop over sequences and their real steps -> flat (out, h_n[, c_n])."""
+def ref_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, mode, lengths=None, reverse=False):
+    """NumPy loop over sequences and their real steps -> (out, h_n, c_n | None) in float64
+    (also the reference of tests/test_packed_gemm.py)."""
     steps, batch, _ = x.shape
     hidden, gh = w_hh.shape[1], w_hh.shape[0]
     b_ih, b_hh = (np.zeros(gh) if b is None else b for b in (b_ih, b_hh))
@@ -53,13 +54,18 @@ def ref_rnn(mode, x, w_ih, w_hh, h0=None, c0=None, b_ih=None, b_hh=None, lengths
     h_n, c_n = np.zeros((batch, hidden)), np.zeros((batch, hidden))
     for b in range(batch):
         n = steps if lengths is None else int(lengths[b])
-        h = np.zeros(hidden) if h0 is None else h0[b]
-        c = np.zeros(hidden) if c0 is None else c0[b]
+        h = np.zeros(hidden) if h0 is None else h0[b].astype(np.float64)
+        c = np.zeros(hidden) if c0 is None else c0[b].astype(np.float64)
         for t in (range(n - 1, -1, -1) if reverse else range(n)):
             h, c = ref_rnn_step(mode, x[t, b], h, c, w_ih, w_hh, b_ih, b_hh)
             out[t, b] = h
         h_n[b], c_n[b] = h, c
-    return _flat(out, h_n, c_n if mode == "lstm" else None)
+    return out, h_n, (c_n if mode == "lstm" else None)
+
+
+def ref_rnn(mode, x, w_ih, w_hh, h0=None, c0=None, b_ih=None, b_hh=None, lengths=None, reverse=False):
+    """The table's reference: flat (out, h_n[, c_n])."""
+    return _flat(*ref_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, mode, lengths, reverse))
 
 
 def _split_flat(dflat, shapes):

@@ -1,11 +1,11 @@
 """dropout kernels: counter-based mask (reproducible, splittable), keep rate,
-scaling, gradients, torch statistics, bad input."""
+scaling, p = 0 and 1, NaN, torch statistics, bad input.  Forward against the
+mask's formula, float64 gradients, accumulation, views and empty input:
+tests/test_kernel_table.py."""
 import numpy as np
 import pytest
 
 import ctransformer.kernels as K
-from conftest import check_grads
-from tolerances import F64
 
 
 def within_sigmas(rate, expected, n, sigmas=5.0):
@@ -83,26 +83,6 @@ def test_nan_stays_nan():
     assert np.isnan(K.dropout_forward(x, 1.0, seed=3)[0][:64]).all()
 
 
-def test_gradients_float64(rng):
-    inputs = dict(x=rng.standard_normal((5, 7)))
-
-    def grads(dout, x):
-        _, mask = K.dropout_forward(x, 0.25, seed=11, offset=3)
-        return dict(x=K.dropout_backward(dout, mask, 0.25))
-
-    check_grads(lambda x: K.dropout_forward(x, 0.25, seed=11, offset=3), grads, inputs, ["x"])
-
-
-def test_backward_matches_formula_and_accumulates(rng):
-    dout = rng.standard_normal((4, 5))
-    _, mask = K.dropout_forward(np.ones((4, 5)), 0.2, seed=0)
-    fresh = K.dropout_backward(dout, mask, 0.2)
-    np.testing.assert_allclose(fresh, dout * mask / 0.8, **F64)
-    acc = np.full((4, 5), 3.0)
-    assert K.dropout_backward(dout, mask, 0.2, dinp=acc) is acc
-    np.testing.assert_allclose(acc, fresh + 3, **F64)
-
-
 def test_torch_statistics(rng, torch_ref):
     n, p = 50_000, 0.35
     x = np.ones(n, np.float32)
@@ -117,22 +97,6 @@ def test_torch_statistics(rng, torch_ref):
     np.testing.assert_array_equal(np.unique(out), ref["values"])
     # ... in proportions that agree within binomial noise
     assert abs(mask.mean() - ref["keep_rate"]) <= 5 * np.sqrt(2 * p * (1 - p) / n)
-
-
-def test_views_and_empty(rng):
-    base = rng.standard_normal((10, 12))
-    view = base[::-2, ::3]  # (5, 4), non-contiguous, negative stride
-    out, mask = K.dropout_forward(view, 0.5, seed=8)
-    _, ref_mask = K.dropout_forward(np.ascontiguousarray(view), 0.5, seed=8)
-    np.testing.assert_array_equal(mask, ref_mask)
-    np.testing.assert_allclose(out, view * mask * 2, **F64)
-    dview = rng.standard_normal((5, 8))[:, ::-2]
-    np.testing.assert_allclose(K.dropout_backward(dview, mask[::-1][::-1], 0.5), dview * mask * 2, **F64)
-    out, mask = K.dropout_forward(np.zeros((0, 3), np.float32), 0.5, seed=1)
-    assert out.shape == (0, 3) and mask.shape == (0, 3)
-    assert K.dropout_backward(out, mask, 0.5).shape == (0, 3)
-    out, mask = K.dropout_forward(np.array(2.0), 0.0, seed=1)
-    assert out.shape == () and out == 2.0 and mask
 
 
 def test_bad_input(rng):

@@ -1,6 +1,9 @@
-"""recurrent kernels (RNN tanh/relu, LSTM, GRU): NumPy step-loop reference,
-float64 gradients, torch parity (layers, directions, packed lengths, cells),
-long sequences, the LSTM forget path, bad input."""
+"""recurrent kernels (RNN tanh/relu, LSTM, GRU): the stacks (float64
+gradients with dropout, seeded dropout, torch parity over layers, directions,
+packed lengths, batch_first), padding, cells against the sequence, long
+sequences, the LSTM forget path, NaN, empty input, bad input.  rnn_forward /
+rnn_backward and the cells against the NumPy step loop, their float64
+gradients, views and torch parity: tests/test_kernel_table.py."""
 import numpy as np
 import pytest
 
@@ -12,47 +15,6 @@ MODES = ["rnn_tanh", "rnn_relu", "lstm", "gru"]
 GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
 T, B, I, H = 4, 3, 5, 4
 LENGTHS = np.array([2, 4, 1])
-
-
-def sigmoid(a):
-    return 1 / (1 + np.exp(-a))
-
-
-def ref_step(mode, x, h, c, w_ih, w_hh, b_ih, b_hh):
-    """One step for one sequence, straight from torch's documentation."""
-    a, p = w_ih @ x + b_ih, w_hh @ h + b_hh
-    if mode == "rnn_tanh":
-        return np.tanh(a + p), c
-    if mode == "rnn_relu":
-        return np.maximum(a + p, 0), c
-    if mode == "lstm":
-        i, f, g, o = np.split(a + p, 4)
-        c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
-        return sigmoid(o) * np.tanh(c), c
-    (a_r, a_z, a_n), (p_r, p_z, p_n) = np.split(a, 3), np.split(p, 3)
-    r, z = sigmoid(a_r + p_r), sigmoid(a_z + p_z)
-    n = np.tanh(a_n + r * p_n)
-    return (1 - z) * n + z * h, c
-
-
-def ref_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, mode, lengths=None, reverse=False):
-    """NumPy loop over sequences and their real steps -> (out, h_n, c_n | None)."""
-    steps, batch, _ = x.shape
-    hidden = w_hh.shape[1]
-    gh = w_hh.shape[0]
-    b_ih = np.zeros(gh) if b_ih is None else b_ih
-    b_hh = np.zeros(gh) if b_hh is None else b_hh
-    out = np.zeros((steps, batch, hidden))
-    h_n, c_n = np.zeros((batch, hidden)), np.zeros((batch, hidden))
-    for b in range(batch):
-        n = steps if lengths is None else int(lengths[b])
-        h = np.zeros(hidden) if h0 is None else h0[b].astype(np.float64)
-        c = np.zeros(hidden) if c0 is None else c0[b].astype(np.float64)
-        for t in (range(n - 1, -1, -1) if reverse else range(n)):
-            h, c = ref_step(mode, x[t, b], h, c, w_ih, w_hh, b_ih, b_hh)
-            out[t, b] = h
-        h_n[b], c_n[b] = h, c
-    return out, h_n, (c_n if mode == "lstm" else None)
 
 
 def make_inputs(rng, mode, dtype=np.float64, steps=T, batch=B, bias=True, scale=0.5):
@@ -71,72 +33,16 @@ def run(inp, mode, lengths=None, reverse=False):
 
 
 # ---------------------------------------------------------------------------
-# forward against the NumPy reference
+# padding
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("lengths,reverse", [(None, False), (None, True), (LENGTHS, False), (LENGTHS, True)])
-def test_forward_matches_numpy(rng, dtype, mode, lengths, reverse):
-    inp = make_inputs(rng, mode, dtype)
-    out, h_n, c_n, saved = run(inp, mode, lengths, reverse)
-    ref_out, ref_h, ref_c = ref_forward(*inp.values(), mode, lengths, reverse)
-    tol = F32 if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
-    assert out.dtype == dtype and out.shape == (T, B, H) and saved.dtype == dtype
-    np.testing.assert_allclose(out, ref_out, **tol)
-    np.testing.assert_allclose(h_n, ref_h, **tol)
-    if mode == "lstm":
-        np.testing.assert_allclose(c_n, ref_c, **tol)
-    else:
-        assert c_n is None
-    if lengths is not None:  # padding is exactly zero, as pad_packed_sequence gives
-        for b, n in enumerate(lengths):
+@pytest.mark.parametrize("reverse", [False, True])
+def test_padding_is_exactly_zero(rng, mode, reverse):
+    """as pad_packed_sequence gives"""
+    for dtype in (np.float32, np.float64):
+        out = run(make_inputs(rng, mode, dtype), mode, LENGTHS, reverse)[0]
+        for b, n in enumerate(LENGTHS):
             assert (out[n:, b] == 0).all()
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_forward_without_bias_and_state(rng, mode):
-    inp = make_inputs(rng, mode, bias=False)
-    inp["h0"] = inp["c0"] = None
-    out, h_n, c_n, _ = run(inp, mode)
-    ref_out, ref_h, _ = ref_forward(*inp.values(), mode)
-    np.testing.assert_allclose(out, ref_out, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(h_n, ref_h, rtol=1e-12, atol=1e-12)
-
-
-# ---------------------------------------------------------------------------
-# float64 gradients of every input, initial state and weight
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("lengths,reverse", [(None, False), (None, True), (LENGTHS, False), (LENGTHS, True)])
-def test_gradients_float64(rng, mode, lengths, reverse):
-    inp = make_inputs(rng, mode)
-    if mode != "lstm":
-        del inp["c0"]
-    lstm = mode == "lstm"
-
-    def forward(x, h0, *rest):
-        c0 = rest[0] if lstm else None
-        w_ih, w_hh, b_ih, b_hh = rest[1:] if lstm else rest
-        out, h_n, c_n, _ = K.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0, lengths, reverse)
-        parts = [out.ravel(), h_n.ravel()] + ([c_n.ravel()] if lstm else [])
-        return np.concatenate(parts)  # one output checks dout, dh_n and dc_n together
-
-    def grads(dflat, x, h0, *rest):
-        c0 = rest[0] if lstm else None
-        w_ih, w_hh, b_ih, b_hh = rest[1:] if lstm else rest
-        n_out = x.shape[0] * x.shape[1] * H
-        dout = dflat[:n_out].reshape(x.shape[0], x.shape[1], H)
-        dh_n = dflat[n_out:n_out + B * H].reshape(B, H)
-        dc_n = dflat[n_out + B * H:].reshape(B, H) if lstm else None
-        _, _, _, saved = K.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, mode, c0, lengths, reverse)
-        dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh = K.rnn_backward(
-            dout, dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, saved, mode, lengths, reverse)
-        g = dict(x=dx, h0=dh0, w_ih=dw_ih, w_hh=dw_hh, b_ih=db_ih, b_hh=db_hh)
-        if lstm:
-            g["c0"] = dc0
-        return g
-
-    check_grads(forward, grads, inp, list(inp))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -181,36 +87,6 @@ def test_cell_equals_sequence_steps(rng, mode):
     np.testing.assert_allclose(h, h_n, rtol=1e-14, atol=1e-14)
     if mode == "lstm":
         np.testing.assert_allclose(c, c_n, rtol=1e-14, atol=1e-14)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_cell_gradients_float64(rng, mode):
-    inp = make_inputs(rng, mode, steps=1)
-    inp["x"] = inp["x"][0]
-    lstm = mode == "lstm"
-    if not lstm:
-        del inp["c0"]
-
-    def split(rest):
-        return (rest[0], rest[1:]) if lstm else (None, rest)
-
-    def forward(x, h, *rest):
-        c, w = split(rest)
-        h_new, c_new, _ = K.rnn_cell_forward(x, h, *w, mode, c)
-        return np.concatenate([h_new.ravel()] + ([c_new.ravel()] if lstm else []))
-
-    def grads(dflat, x, h, *rest):
-        c, w = split(rest)
-        _, _, saved = K.rnn_cell_forward(x, h, *w, mode, c)
-        dh_new = dflat[:B * H].reshape(B, H)
-        dc_new = dflat[B * H:].reshape(B, H) if lstm else None
-        dx, dh, dc, dw_ih, dw_hh, db_ih, db_hh = K.rnn_cell_backward(dh_new, dc_new, x, h, c, *w, saved, mode)
-        g = dict(x=dx, h0=dh, w_ih=dw_ih, w_hh=dw_hh, b_ih=db_ih, b_hh=db_hh)
-        if lstm:
-            g["c0"] = dc
-        return g
-
-    check_grads(forward, grads, inp, list(inp))
 
 
 # ---------------------------------------------------------------------------
@@ -463,64 +339,6 @@ def test_torch_parity_dropout_one(rng, torch_ref):
             np.testing.assert_allclose(a, b, **F32)
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("with_state", [True, False])
-def test_cells_torch_parity(rng, mode, with_state, torch_ref):
-    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)
-    x, dh_new, dc_new = f32(B, I), f32(B, H), f32(B, H)
-    h = f32(B, H) if with_state else None
-    c = f32(B, H) if with_state and mode == "lstm" else None
-
-    w = random_weights(3, mode, 1, 1)[0]
-
-    def torch_side(torch):
-        nn = torch.nn
-        if mode.startswith("rnn"):
-            cell = nn.RNNCell(I, H, nonlinearity=mode[4:])
-        else:
-            cell = (nn.LSTMCell if mode == "lstm" else nn.GRUCell)(I, H)
-        params = [getattr(cell, n) for n in PARAMS]
-        with torch.no_grad():
-            for p, a in zip(params, w):
-                p.copy_(torch.tensor(a))
-        xt = torch.tensor(x, requires_grad=True)
-        ht = None if h is None else torch.tensor(h, requires_grad=True)
-        ct = None if c is None else torch.tensor(c, requires_grad=True)
-        res = {}
-        if mode == "lstm":
-            t_h, t_c = cell(xt, None if ht is None else (ht, ct))
-            loss = (t_h * torch.tensor(dh_new)).sum() + (t_c * torch.tensor(dc_new)).sum()
-            res["c_new"] = t_c
-        else:
-            t_h = cell(xt, ht)
-            loss = (t_h * torch.tensor(dh_new)).sum()
-        loss.backward()
-        res.update(h_new=t_h, dx=xt.grad, wgrads=flat(torch, [p.grad for p in params]))
-        if ht is not None:
-            res["dh"] = ht.grad
-        if ct is not None:
-            res["dc"] = ct.grad
-        return res
-
-    ref = torch_ref(torch_side, inputs=packed_inputs(x, dh_new, dc_new, h, c, *w))
-    h_new, c_new, saved = K.rnn_cell_forward(x, h, *w, mode, c)
-    dx, dh, dc, *wg = K.rnn_cell_backward(dh_new, dc_new if mode == "lstm" else None, x, h, c, *w, saved, mode)
-    if mode == "lstm":
-        np.testing.assert_allclose(c_new, ref["c_new"], **F32)
-    else:
-        assert c_new is None and dc is None
-    np.testing.assert_allclose(h_new, ref["h_new"], **F32)
-    np.testing.assert_allclose(dx, ref["dx"], **F32)
-    if with_state:
-        np.testing.assert_allclose(dh, ref["dh"], **F32)
-        if mode == "lstm":
-            np.testing.assert_allclose(dc, ref["dc"], **F32)
-    wg_torch = unflatten_weights(ref["wgrads"], mode, 1, 1)[0]
-    assert len(wg) == 4
-    for ours, theirs in zip(wg, wg_torch):
-        np.testing.assert_allclose(ours, theirs, **F32)
-
-
 # ---------------------------------------------------------------------------
 # long sequences, the forget path, special values
 
@@ -580,16 +398,6 @@ def test_empty(rng, mode):
     inp = make_inputs(rng, mode, batch=0)
     out, h_n, _, saved = run(inp, mode)
     assert out.shape == (T, 0, H) and h_n.shape == (0, H)
-
-
-def test_reads_views_correctly(rng):
-    inp = make_inputs(rng, "lstm")
-    big = rng.standard_normal((B, T, 2 * I))
-    x_view = big[:, ::-1, ::2].transpose(1, 0, 2)   # non-contiguous, negative stride
-    inp["x"] = x_view
-    out = run(inp, "lstm")[0]
-    inp["x"] = np.ascontiguousarray(x_view)
-    np.testing.assert_array_equal(out, run(inp, "lstm")[0])
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 
 import ctransformer.kernels as K
 from tolerances import F32
-from test_kernels_recurrent import GATES, ref_forward
+from kernel_table_rnn import GATES, ref_forward
 
 CPU_ISA = K.packed_gemm()[1]
 ISAS = ["off"] + {"avx512": ["avx2", "avx512"], "avx2": ["avx2"], "off": []}[CPU_ISA]
