@@ -103,8 +103,8 @@ def rnn_entry(mode: str) -> KernelInfo:
                  reverse=False):
         T, B, _ = x.shape
         dout, dh_n, dc_n = _split_flat(np.asarray(dflat), [(T, B, RNN_H), (B, RNN_H), (B, RNN_H) if lstm else None])
-        grads = K.rnn_backward(dout, dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, saved[1], mode, lengths,
-                               reverse)
+        grads = K.rnn_backward(dout, dh_n, dc_n, x, w_ih, w_hh, saved[1], mode, lengths, reverse,
+                               with_bias=b_ih is not None)
         return dict(zip(["x", "h0", "c0"] + RNN_WEIGHTS, grads))
 
     def cases(rng, dtype):

@@ -50,15 +50,14 @@ def test_padding_gets_no_gradient(rng, mode):
     inp = make_inputs(rng, mode)
     _, _, _, saved = run(inp, mode, LENGTHS, True)
     dout = rng.standard_normal((T, B, H))
-    dx = K.rnn_backward(dout, None, None, inp["x"], inp["h0"], inp["c0"], inp["w_ih"], inp["w_hh"],
-                        inp["b_ih"], inp["b_hh"], saved, mode, LENGTHS, True)[0]
+    dx = K.rnn_backward(dout, None, None, inp["x"], inp["w_ih"], inp["w_hh"], saved, mode, LENGTHS, True)[0]
     dout_real = dout.copy()
     for b, n in enumerate(LENGTHS):
         assert (dx[n:, b] == 0).all()
         dout_real[n:, b] = 0
     # gradients arriving on padded outputs are ignored
-    dx_real = K.rnn_backward(dout_real, None, None, inp["x"], inp["h0"], inp["c0"], inp["w_ih"],
-                             inp["w_hh"], inp["b_ih"], inp["b_hh"], saved, mode, LENGTHS, True)[0]
+    dx_real = K.rnn_backward(dout_real, None, None, inp["x"], inp["w_ih"], inp["w_hh"], saved, mode, LENGTHS,
+                             True)[0]
     np.testing.assert_array_equal(dx, dx_real)
 
 
@@ -66,8 +65,7 @@ def test_backward_optional_outputs(rng):
     inp = make_inputs(rng, "gru", bias=False)
     _, _, _, saved = run(inp, "gru")
     dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh = K.rnn_backward(
-        None, None, None, inp["x"], inp["h0"], None, inp["w_ih"], inp["w_hh"], None, None, saved, "gru",
-        need_dx=False)
+        None, None, None, inp["x"], inp["w_ih"], inp["w_hh"], saved, "gru", need_dx=False, with_bias=False)
     assert dx is None and dc0 is None and db_ih is None and db_hh is None
     assert (dh0 == 0).all() and (dw_ih == 0).all() and (dw_hh == 0).all()
 
@@ -347,8 +345,7 @@ def test_long_sequence_gradients_finite(rng, mode):
     inp = make_inputs(rng, mode, dtype=np.float32, steps=1000, batch=2)
     out, h_n, c_n, saved = run(inp, mode)
     grads = K.rnn_backward(np.ones_like(out), np.ones_like(h_n), None if c_n is None else np.ones_like(c_n),
-                           inp["x"], inp["h0"], inp["c0"], inp["w_ih"], inp["w_hh"], inp["b_ih"], inp["b_hh"],
-                           saved, mode)
+                           inp["x"], inp["w_ih"], inp["w_hh"], saved, mode)
     assert np.isfinite(out).all()
     for g in grads:
         assert g is None or np.isfinite(g).all()
@@ -365,8 +362,7 @@ def test_lstm_forget_gate_one_keeps_cell_state(rng):
     out, h_n, c_n, saved = run(inp, "lstm")
     np.testing.assert_allclose(c_n, inp["c0"], rtol=1e-12, atol=1e-12)
     dc_n = rng.standard_normal((B, H))
-    dc0 = K.rnn_backward(None, None, dc_n, inp["x"], inp["h0"], inp["c0"], inp["w_ih"], inp["w_hh"],
-                         inp["b_ih"], inp["b_hh"], saved, "lstm")[2]
+    dc0 = K.rnn_backward(None, None, dc_n, inp["x"], inp["w_ih"], inp["w_hh"], saved, "lstm")[2]
     np.testing.assert_allclose(dc0, dc_n, rtol=1e-12, atol=1e-12)
 
 
@@ -377,8 +373,7 @@ def test_nan_propagates(rng, mode):
     out, h_n, _, saved = run(inp, mode)
     assert np.isnan(out[1:, 0]).all() and np.isnan(h_n[0]).all()
     assert np.isfinite(out[:, 1:]).all() and np.isfinite(out[0]).all()
-    grads = K.rnn_backward(np.ones_like(out), None, None, inp["x"], inp["h0"], inp["c0"], inp["w_ih"],
-                           inp["w_hh"], inp["b_ih"], inp["b_hh"], saved, mode)
+    grads = K.rnn_backward(np.ones_like(out), None, None, inp["x"], inp["w_ih"], inp["w_hh"], saved, mode)
     assert np.isnan(grads[3]).any()   # dw_ih sums x
     # relu' is taken as [h' > 0] with NaN passing the gradient (torch's
     # threshold_backward does the same), so dx stays finite for rnn_relu
@@ -391,8 +386,7 @@ def test_empty(rng, mode):
     out, h_n, c_n, saved = run(inp, mode)
     assert out.shape == (0, B, H)
     np.testing.assert_array_equal(h_n, inp["h0"])
-    dx, dh0 = K.rnn_backward(out, h_n, c_n, inp["x"], inp["h0"], inp["c0"], inp["w_ih"], inp["w_hh"],
-                             inp["b_ih"], inp["b_hh"], saved, mode)[:2]
+    dx, dh0 = K.rnn_backward(out, h_n, c_n, inp["x"], inp["w_ih"], inp["w_hh"], saved, mode)[:2]
     assert dx.shape == (0, B, I)
     np.testing.assert_array_equal(dh0, h_n)   # identity: dh0 = dh_n
     inp = make_inputs(rng, mode, batch=0)
@@ -452,15 +446,15 @@ def test_bad_input_backward_and_cells(rng):
     out, h_n, _, saved = K.rnn_forward(x, h0, w_ih, w_hh, b_ih, b_hh, "gru")
     bwd = K.rnn_backward
     with pytest.raises(ValueError, match=r"rnn_backward: saved.shape\[0\] must be \d+ \(the size rnn_forward returns"):
-        bwd(out, None, None, x, h0, None, w_ih, w_hh, b_ih, b_hh, saved[:-1], "gru")
+        bwd(out, None, None, x, w_ih, w_hh, saved[:-1], "gru")
     with pytest.raises(ValueError, match=r"rnn_backward: dout.shape\[2\] must be 4 \(w_hh.shape\[1\]\), got 3"):
-        bwd(out[..., :3], None, None, x, h0, None, w_ih, w_hh, b_ih, b_hh, saved, "gru")
+        bwd(out[..., :3], None, None, x, w_ih, w_hh, saved, "gru")
     with pytest.raises(ValueError, match=r"rnn_backward: dh_n must have shape \(3, 4\)"):
-        bwd(out, h_n[None], None, x, h0, None, w_ih, w_hh, b_ih, b_hh, saved, "gru")
+        bwd(out, h_n[None], None, x, w_ih, w_hh, saved, "gru")
     with pytest.raises(ValueError, match="rnn_backward: dc_n must be None for mode 'gru'"):
-        bwd(out, None, h_n, x, h0, None, w_ih, w_hh, b_ih, b_hh, saved, "gru")
+        bwd(out, None, h_n, x, w_ih, w_hh, saved, "gru")
     with pytest.raises(TypeError, match="rnn_backward: saved must have dtype float64, got float32"):
-        bwd(out, None, None, x, h0, None, w_ih, w_hh, b_ih, b_hh, saved.astype(np.float32), "gru")
+        bwd(out, None, None, x, w_ih, w_hh, saved.astype(np.float32), "gru")
     with pytest.raises(ValueError, match=r"rnn_cell_forward: h must have shape \(3, 4\) \(batch, hidden\), got \(3, 5\)"):
         K.rnn_cell_forward(x[0], np.zeros((B, 5)), w_ih, w_hh, b_ih, b_hh, "gru")
     with pytest.raises(ValueError, match="rnn_cell_forward: x must have 2 dimensions, got 3"):

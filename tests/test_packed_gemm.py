@@ -45,8 +45,8 @@ def run(d, mode, lengths=None, reverse=False):
     out, h_n, c_n, saved = K.rnn_forward(d["x"], d["h0"], d["w_ih"], d["w_hh"], d["b_ih"], d["b_hh"], mode,
                                          c0=d["c0"], lengths=lengths, reverse=reverse)
     dout = np.cos(np.arange(out.size)).reshape(out.shape).astype(out.dtype)
-    grads = K.rnn_backward(dout, None, None, d["x"], d["h0"], d["c0"], d["w_ih"], d["w_hh"], d["b_ih"], d["b_hh"],
-                           saved, mode, lengths=lengths, reverse=reverse)
+    grads = K.rnn_backward(dout, None, None, d["x"], d["w_ih"], d["w_hh"], saved, mode, lengths=lengths,
+                           reverse=reverse, with_bias=d["b_ih"] is not None)
     return out, h_n, grads
 
 

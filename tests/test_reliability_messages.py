@@ -164,7 +164,7 @@ def _valid_calls():
         (K.cross_entropy_backward, (np.array(1.0, F), g, t, lse)), (K.sdpa_forward, (q, q, q)),
         (K.sdpa_backward, (q, q, q, q, probs)), (K.mha_packed_forward, (query, None, ipw, ipb, opw, opb, 2)),
         (K.rnn_forward, (seq, None, w_ih, w_hh, None, None, "lstm")),
-        (K.rnn_backward, (rnn[0], None, None, seq, None, None, w_ih, w_hh, None, None, rnn[3], "lstm")),
+        (K.rnn_backward, (rnn[0], None, None, seq, w_ih, w_hh, rnn[3], "lstm")),
         (K.rnn_stack_forward, (seq, None, [(w_ih, w_hh, None, None)], "lstm")),
         (K.rnn_stack_backward, (stack[0], None, None, stack[3])),
         (K.sgd_step, (np.ones(4, F), d, None, 0.1)), (K.adam_step, (np.ones(4, F), d, np.zeros(4, F), np.zeros(4, F), 1)),

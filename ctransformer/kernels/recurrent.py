@@ -17,16 +17,14 @@ Modes and gate counts G: ``"rnn_tanh"``, ``"rnn_relu"`` (G = 1), ``"lstm"``
 """
 from __future__ import annotations
 
-import functools
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _bindings
 from ._args import as_float
-from ._bindings import rnn_cell_backward, rnn_cell_forward, rnn_forward
+from ._bindings import rnn_backward, rnn_cell_backward, rnn_cell_forward, rnn_forward
 from .dropout import dropout_backward, dropout_forward
 
 __all__ = ["MODES", "rnn_forward", "rnn_backward", "rnn_cell_forward", "rnn_cell_backward", "rnn_stack_forward",
@@ -38,30 +36,6 @@ MODES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
 RNNWeights = Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
 # (dw_ih, dw_hh, db_ih | None, db_hh | None)
 RNNWeightGrads = Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
-
-
-def _legacy_rnn_backward_layout(fn):
-    """TEMPORARY (issue 12): also accept the old call layout ``rnn_backward(dout,
-    dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, saved, mode, ...)`` - twelve
-    or more positional arguments - until its callers move to the new one.
-    h0 and c0 are checked and ignored (the kernel never read them); the biases
-    only say which bias gradients to return.  Delete with its callers."""
-    @functools.wraps(fn)
-    def adapter(*args, **kwargs):
-        if len(args) < 12:
-            return fn(*args, **kwargs)
-        dout, dh_n, dc_n, x, h0, c0, w_ih, w_hh, b_ih, b_hh, saved, mode, *rest = args
-        for name, value in (("h0", h0), ("c0", c0), ("b_ih", b_ih), ("b_hh", b_hh)):
-            if value is not None and not isinstance(value, np.ndarray):
-                raise TypeError(f"rnn_backward: {name} must be a numpy.ndarray or None, got {type(value).__name__}")
-        grads = fn(dout, dh_n, dc_n, x, w_ih, w_hh, saved, mode, *rest,
-                   with_bias=b_ih is not None or b_hh is not None, **kwargs)
-        return grads[:5] + (None if b_ih is None else grads[5], None if b_hh is None else grads[6])
-    return adapter
-
-
-#: the generated rnn_backward, with the temporary adapter
-rnn_backward = _legacy_rnn_backward_layout(_bindings.rnn_backward)
 
 
 # ---------------------------------------------------------------------------
