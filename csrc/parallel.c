@@ -140,10 +140,16 @@ static int idle_cores(void)
     return __atomic_load_n(&idle, __ATOMIC_RELAXED);
 }
 
+/* Nonzero: the thread count depends on the work size only (see parallel.h). */
+static int load_blind;
+
+void ct_threads_set_load_blind(int on) { __atomic_store_n(&load_blind, on != 0, __ATOMIC_RELAXED); }
+int ct_threads_load_blind(void) { return __atomic_load_n(&load_blind, __ATOMIC_RELAXED); }
+
 int ct_threads_for(double flops, int ceiling)
 {
     if (ceiling <= 1 || flops < CT_THREADS_QUIET_MIN_FLOPS) return 1;
-    if (flops >= CT_THREADS_BUSY_MIN_FLOPS) return ceiling;
+    if (flops >= CT_THREADS_BUSY_MIN_FLOPS || ct_threads_load_blind()) return ceiling;
     int usable = 1 + idle_cores();
     return usable < ceiling ? usable : ceiling;
 }

@@ -22,6 +22,14 @@
  * floating-point operations (a GEMM: 2 M N K). */
 int ct_threads_for(double flops, int ceiling);
 
+/* Load-blind mode (torch.use_deterministic_algorithms): the count depends on
+ * the work size and the ceiling only, never on other processes' load, so a
+ * GEMM splits its rows the same way every run and the results repeat to the
+ * bit at a fixed set_num_threads(n) (OpenBLAS sums in a thread-count
+ * dependent order).  Off by default: speed under load wins. */
+void ct_threads_set_load_blind(int on);
+int ct_threads_load_blind(void);
+
 typedef void (*ct_parallel_fn)(void *ctx, int rank, int size);
 
 /* Calls fn(ctx, rank, size) for every rank in [0, size): rank 0 on the

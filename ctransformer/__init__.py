@@ -132,8 +132,9 @@ _dtype_extra.attach()
 from .tensor_ops_extra import (einsum, index_fill, logsumexp, nan_to_num, narrow, roll,  # noqa: E402,F401
                                scatter_add, tril_indices, triu_indices)
 from .dtype_extra import bfloat16  # noqa: E402,F401
-from .runtime_extra import (backends, compile, get_default_device,  # noqa: E402,F401,A004
-                            set_default_device, set_printoptions)
+from .runtime_extra import (are_deterministic_algorithms_enabled, backends, compile,  # noqa: E402,F401,A004
+                            get_default_device, is_deterministic_algorithms_warn_only_enabled,
+                            set_default_device, set_printoptions, use_deterministic_algorithms)
 from . import amp, distributed, multiprocessing, serialization  # noqa: E402,F401
 import sys as _sys  # noqa: E402
 _sys.modules[__name__ + ".backends"] = backends

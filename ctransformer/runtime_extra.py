@@ -10,10 +10,12 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from . import _C
 from .tensor import device
 
 __all__ = ["compile", "set_default_device", "get_default_device", "set_printoptions",
-           "backends"]
+           "backends", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+           "is_deterministic_algorithms_warn_only_enabled"]
 
 
 def compile(model: Optional[Callable] = None, *, fullgraph: bool = False, dynamic: Optional[bool] = None,
@@ -80,3 +82,36 @@ backends.cuda = _Flags(matmul=_Flags(allow_tf32=False, allow_fp16_reduced_precis
 backends.mps = _Flags(is_available=_is_available, is_built=_is_available)
 backends.mkldnn = _Flags(enabled=True, is_available=_is_available)
 backends.opt_einsum = _Flags(enabled=False, is_available=_is_available)
+
+
+_deterministic_warn_only = False
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """``torch.use_deterministic_algorithms``.  Every kernel here is already
+    deterministic at a fixed thread count except in one way: the thread
+    policy (``kernels.threads_for``) lets a mid-size GEMM use fewer threads
+    while other processes keep the cores busy, and OpenBLAS sums a product
+    in an order that depends on its thread count, so the last bits can
+    differ from run to run.  ``mode=True`` makes the policy load-blind (the
+    thread count of a call depends on its size and ``set_num_threads`` only),
+    so the same seed and thread count repeat every bit; ``False`` (the
+    default) lets speed under load win."""
+    if not isinstance(mode, bool):
+        raise TypeError(f"use_deterministic_algorithms: mode must be bool, got {type(mode).__name__}")
+    if not isinstance(warn_only, bool):
+        raise TypeError(f"use_deterministic_algorithms: warn_only must be bool, got {type(warn_only).__name__}")
+    global _deterministic_warn_only
+    _C.thread_policy_load_blind(mode)
+    _deterministic_warn_only = mode and warn_only
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    """Whether ``use_deterministic_algorithms(True)`` is in force."""
+    return bool(_C.thread_policy_load_blind(None))
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """Whether it was set with ``warn_only=True`` (nothing here warns: no
+    kernel is nondeterministic once the thread policy is load-blind)."""
+    return _deterministic_warn_only

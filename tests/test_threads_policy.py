@@ -93,3 +93,38 @@ def test_idle_openblas_workers_spin_briefly_unless_the_user_chose():
     (~0.1 s) on a core another process may need; a value the user set wins."""
     assert _timeout_seen({}) == "20"
     assert _timeout_seen({"OPENBLAS_THREAD_TIMEOUT": "4"}) == "4"
+
+
+def _spin(seconds):
+    """A busy process for `seconds` (the load the policy reads)."""
+    return subprocess.Popen([sys.executable, "-c", f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"])
+
+
+def test_deterministic_mode_makes_the_thread_count_load_blind():
+    """use_deterministic_algorithms(True): a mid-size call uses the ceiling
+    even while other processes keep every core busy (the count depends on
+    size and ceiling only), so its rows split the same way every run."""
+    mid = 1e8   # between the one-thread and the always-ceiling thresholds
+    busy = [_spin(3) for _ in range(os.cpu_count() or 2)]
+    try:
+        ct.use_deterministic_algorithms(True)
+        assert ct.are_deterministic_algorithms_enabled()
+        assert [threads_for(mid, 2) for _ in range(20)] == [2] * 20
+        assert threads_for(1e3, 2) == 1   # small calls stay on the caller either way
+    finally:
+        ct.use_deterministic_algorithms(False)
+        for p in busy:
+            p.kill()
+            p.wait()
+    assert not ct.are_deterministic_algorithms_enabled()
+    assert not ct.is_deterministic_algorithms_warn_only_enabled()
+
+
+def test_use_deterministic_algorithms_refuses_non_bool_like_torch():
+    with pytest.raises(TypeError, match="use_deterministic_algorithms: mode must be bool, got int"):
+        ct.use_deterministic_algorithms(1)
+    ct.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        assert ct.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        ct.use_deterministic_algorithms(False)

@@ -37,6 +37,18 @@ static PyObject *py_threads_for(PyObject *self, PyObject *args)
     return PyLong_FromLong(ct_threads_for(flops, ceiling));
 }
 
+/* thread_policy_load_blind(on or None) -> the previous setting (parallel.h) */
+static PyObject *py_thread_policy_load_blind(PyObject *self, PyObject *arg)
+{
+    int previous = ct_threads_load_blind();
+    if (arg != Py_None) {
+        int on = PyObject_IsTrue(arg);
+        if (on < 0) return NULL;
+        ct_threads_set_load_blind(on);
+    }
+    return PyBool_FromLong(previous);
+}
+
 static PyObject *py_blas_config(PyObject *self, PyObject *unused)
 {
 #ifdef CT_BLAS_SCIPY
@@ -72,6 +84,8 @@ static PyMethodDef base_methods[] = {
     {"set_num_threads", py_set_num_threads, METH_O, "Set the number of BLAS threads."},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "Number of BLAS threads."},
     {"threads_for", py_threads_for, METH_VARARGS, "Threads the policy gives one call of this many flops."},
+    {"thread_policy_load_blind", py_thread_policy_load_blind, METH_O,
+     "Make the thread count of a call depend on its size only (True), or also on the load (False)."},
     {"blas_config", py_blas_config, METH_NOARGS, "Which OpenBLAS this build links."},
     {NULL, NULL, 0, NULL},
 };
