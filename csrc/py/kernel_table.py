@@ -24,7 +24,7 @@ An entry: Kernel(name, family, args, doc, returns, body).
            or None: the body is hand-written, <name>_impl in bind_<family>.c.
 Shapes are C: (ndim, dims pointer), e.g. ("nd - 1", "PyArray_DIMS(x)").
 """
-from generate_bindings import C, Call, Grad, In, Kernel, Out, dim, like  # noqa: F401
+from generate_bindings import C, Call, Grad, In, InPlace, Kernel, Out, dim, like  # noqa: F401
 
 ARRAY = "np.ndarray"
 OPT = "Optional[np.ndarray]"
@@ -511,7 +511,19 @@ more rows through the GEMM, exactly as :func:`linear_forward`.
     Call("decode_linear", "out, x, w, bias, M, K, N"),
     ("out",)])
 
-# ------------------------------------------------------------------ optim (hand-written bodies)
+# ------------------------------------------------------------------ optim
+# Parameters and state are updated in place (InPlace: C-contiguous, writeable);
+# the gradient is only read (a view is copied).
+
+
+def at_least(*names):
+    """ValueError unless every float argument is >= 0 (check_range in bind_optim.c)."""
+    return " ||\n    ".join(f'check_range({n}, fn, "{n}", 0, 0, 0, 0)' for n in names)
+
+
+def param_and_grad():
+    return [InPlace("param", "float"), In("grad", "t", "nd", [like("param", "param's shape")])]
+
 kernel("sgd_step", "optim",
        "param, grad, momentum_buffer: array?, lr: float, momentum: float = 0.0, dampening: float = 0.0, "
        "nesterov: bool = False, weight_decay: float = 0.0, maximize: bool = False, first_step: bool = False", '''
@@ -521,7 +533,14 @@ param, grad, momentum_buffer: same shape and dtype (buffer may be None
 when momentum == 0).  ``first_step`` initialises the buffer to the
 (decayed) gradient without dampening, as torch does when the buffer
 does not exist yet.
-''', "None")
+''', "None", [
+    C(f"if ({at_least('lr', 'momentum', 'weight_decay')} ||\n"
+      "    check_nesterov(nesterov, momentum, dampening, fn))\n    goto fail;"),
+    *param_and_grad(),
+    InPlace("momentum_buffer", like="param", optional="momentum == 0"),
+    Call("sgd_step", "param, grad, momentum_buffer, PyArray_SIZE(param), lr, momentum, dampening, nesterov, "
+         "weight_decay, maximize, first_step"),
+    "ct_none()"])
 
 kernel("adam_step", "optim",
        "param, grad, exp_avg, exp_avg_sq, step: int, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, "
@@ -532,7 +551,17 @@ One step of torch.optim.Adam (AdamW with ``decoupled_weight_decay``), in place.
 param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq, required when
 ``amsgrad``): same shape and dtype; state starts at zeros.  ``step`` is
 the number of this step, from 1 (bias correction 1 - beta**step).
-''', "None")
+''', "None", [
+    C('if (ct_check_positive(step, fn, "step", 0) || check_range(lr, fn, "lr", 0, 0, 0, 0) ||\n'
+      '    check_range(beta1, fn, "beta1", 0, 0, 1, 1) || check_range(beta2, fn, "beta2", 0, 0, 1, 1) ||\n'
+      f"    {at_least('eps', 'weight_decay')})\n    goto fail;"),
+    *param_and_grad(),
+    InPlace("exp_avg", like="param"),
+    InPlace("exp_avg_sq", like="param"),
+    InPlace("max_exp_avg_sq", like="param", when="amsgrad"),
+    Call("adam_step", "param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, PyArray_SIZE(param), (int64_t)step, lr, "
+         "beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize"),
+    "ct_none()"])
 
 # (the Python functions convert their floats first: hand-written in kernels/optim.py)
 kernel("grad_norm", "optim", "grads: object, norm_type: float = 2.0",
