@@ -69,6 +69,12 @@ void ct_release(ct_held *held);
 PyArrayObject *ct_input(ct_held *held, PyObject *obj, const char *fn, const char *arg,
                         int typenum, int min_ndim, int max_ndim, int optional);
 
+/* The dtype (float32 / float64) of an array argument that decides the
+ * kernel, read before the array itself is checked; else TypeError. */
+int ct_float_type(PyObject *obj, const char *fn, const char *arg, int *t);
+/* The attention scale: obj as a float, or 1/sqrt(Dh) for None / NULL. */
+int ct_parse_scale(PyObject *obj, npy_intp Dh, const char *fn, double *scale);
+
 /* An array the kernel writes into in place (optimizer state, gradient
  * accumulators, caches): must be C-contiguous, aligned, writeable, in the
  * machine's byte order, of dtype `typenum` and of exactly `ndim`/`shape`

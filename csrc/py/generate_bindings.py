@@ -163,12 +163,14 @@ class InPlace:
     """An array written in place (ct_inplace: C-contiguous, writeable, no
     overlap with the others): dtype as for In ("float" defines t and nd);
     exact shape of `like` when given; `optional` (a C condition) lets it
-    be None (NULL); `when` (a C condition) says whether it is read at all."""
+    be None (NULL); `when` (a C condition) says whether it is read at all;
+    then the checks, as for In."""
     name: str
     dtype: str = "t"
     like: Optional[str] = None
     optional: str = "0"
     when: Optional[str] = None
+    checks: Sequence[str] = ()
 
 
 @dataclasses.dataclass
@@ -288,13 +290,14 @@ def emit_inplace(step: InPlace, arrays: dict) -> List[str]:
     shape = f"PyArray_NDIM({step.like}), PyArray_DIMS({step.like})" if step.like else "0, NULL"
     make = (f'ct_inplace(&held, o_{step.name}, fn, "{step.name}", {DTYPES[step.dtype]}, {shape}, -1, '
             f"{step.optional})")
+    checks = " || ".join(c.replace('"@"', f'"{step.name}"').replace("@", step.name) for c in step.checks)
+    cond = f"({step.name} == NULL && PyErr_Occurred())" + (f" || ({step.name} && ({checks}))" if checks else "")
     arrays[step.name] = True
     if step.when is not None:
-        lines = [f"PyArrayObject *{step.name} = NULL;",
-                 f"if (({step.when}) && !({step.name} = {make}) && PyErr_Occurred()) goto fail;"]
+        lines = [f"PyArrayObject *{step.name} = ({step.when}) ? {make} : NULL;"]
     else:
-        lines = [f"PyArrayObject *{step.name} = {make};",
-                 f"if ({step.name} == NULL && PyErr_Occurred()) goto fail;"]
+        lines = [f"PyArrayObject *{step.name} = {make};"]
+    lines.append(f"if ({cond}) goto fail;")
     if step.dtype == "float":
         lines += [f"int t = PyArray_TYPE({step.name}), nd = PyArray_NDIM({step.name});", "(void)nd;"]
     return lines

@@ -455,11 +455,50 @@ kernel("ff_backward", "fused",
 # ------------------------------------------------------------------ decode
 ROW_INTS = "object[Union[int, np.ndarray]]"
 
+
+def float_type(arg):
+    """t from the dtype of `arg` (float32 / float64), checked before the arrays."""
+    return C(f'int t;\nif (ct_float_type(o_{arg}, fn, "{arg}", &t)) goto fail;')
+
+
+def same_dims(cache, axes, names):
+    """@.shape[axis] == cache.shape[cache_axis] for (axis, cache_axis) in axes."""
+    return [dim(ax, f"PyArray_DIM({cache}, {cax})", f"{cache}.shape[{cax}], {name}")
+            for (ax, cax), name in zip(axes, names)]
+
+
+def step_dims(cache):
+    """A step input (B, H, D) against its cache (B, H, Tmax, D)."""
+    return same_dims(cache, [(0, 0), (1, 1), (2, 3)], ["the rows", "the heads", "the head dim"])
+
+
+def cache_dims(cache):
+    """A second cache (B, H, Tmax, D') against the first."""
+    return same_dims(cache, [(0, 0), (1, 1), (2, 2)], ["the rows", "the heads", "Tmax"])
+
+
+def row_ints(arg, high, range_):
+    """Per-row integers (B) in [0, high]: an int or a 1-D array (row_ints in bind_decode.c)."""
+    return C(f'PyArrayObject *{arg} = row_ints(&held, o_{arg}, fn, "{arg}", B, 0, (long long){high}, "{range_}");\n'
+             f"if ({arg} == NULL) goto fail;", arrays=[arg])
+
+
 kernel("kv_cache_append", "decode", "cache_k, cache_v, k_t, v_t, pos: " + ROW_INTS, '''
 Write k_t (B, H, Dh) into cache_k[:, :, pos] and v_t (B, H, Dv) into
 cache_v[:, :, pos], in place.  pos: an int, or (B,) ints (one slot per
 row), each in [0, Tmax).
-''', "None")
+''', "None", [
+    float_type("cache_k"),
+    InPlace("cache_k", checks=['check_cache(@, fn, "@")', "distinct_caches(@, o_cache_v, fn)"]),
+    # any other overlap is refused by ct_inplace
+    InPlace("cache_v", checks=['check_cache(@, fn, "@")'] + cache_dims("cache_k")),
+    In("k_t", "t", 3, step_dims("cache_k")),
+    In("v_t", "t", 3, step_dims("cache_v")),
+    C("npy_intp B = PyArray_DIM(cache_k, 0), H = PyArray_DIM(cache_k, 1), Tmax = PyArray_DIM(cache_k, 2);"),
+    row_ints("pos", "Tmax - 1", "a slot of the cache, < Tmax"),
+    Call("kv_cache_append", "cache_k, cache_v, k_t, v_t, pos, B, H, Tmax, PyArray_DIM(cache_k, 3), "
+         "PyArray_DIM(cache_v, 3)"),
+    "ct_none()"])
 
 kernel("attend_step", "decode", "q_t, cache_k, cache_v, lengths: " + ROW_INTS
        + ", key_padding_mask: array? = None, scale: object[Optional[float]] = None", '''
@@ -469,7 +508,21 @@ q_t (B, H, Dh), cache_k (B, H, Tmax, Dh), cache_v (B, H, Tmax, Dv);
 lengths: int or (B,) ints in [0, Tmax], row b sees slots < lengths[b];
 key_padding_mask (B, Tmax) bool, True = hidden, or None; scale defaults
 to 1/sqrt(Dh) -> out (B, H, Dv) = softmax(scale q k^T) v.
-''', ARRAY)
+''', ARRAY, [
+    float_type("q_t"),
+    In("cache_k", "t", 4),
+    In("q_t", "t", 3, step_dims("cache_k")),
+    In("cache_v", "t", 4, cache_dims("cache_k")),
+    C('''npy_intp B = PyArray_DIM(cache_k, 0), H = PyArray_DIM(cache_k, 1), Tmax = PyArray_DIM(cache_k, 2);
+    npy_intp Dh = PyArray_DIM(cache_k, 3), Dv = PyArray_DIM(cache_v, 3);'''),
+    row_ints("lengths", "Tmax", "0 to Tmax keys"),
+    In("key_padding_mask", "bool", 2, [dim(0, "B", "cache_k.shape[0], the rows"), dim(1, "Tmax", "cache_k.shape[2], Tmax")],
+       none_ok=True),
+    C("double scale;\nif (ct_parse_scale(o_scale, Dh, fn, &scale)) goto fail;"),
+    Out("out", shape=("3", "((npy_intp[3]){B, H, Dv})")),
+    Call("attend_step", "out, q_t, cache_k, cache_v, lengths, key_padding_mask, scale, B, H, Tmax, Dh, Dv",
+         alloc=True),
+    ("out",)])
 
 kernel("cache_reorder", "decode", "cache, rows, length: object[Optional[int]] = None", '''
 Gather cache rows: cache (B_in, H, Tmax, D), rows (B_out,) ints in
