@@ -51,128 +51,15 @@ static int parse_mask(ct_held *held, PyObject *obj, const char *fn, int t, const
     return 0;
 }
 
-/* is_causal, dropout_p, seed and the scale (default 1/sqrt(Dh)) into o. */
+/* is_causal, dropout_p, seed and the scale (default 1/sqrt(Dh)) into o (the mask is parse_mask's). */
 static int parse_opts(PyObject *o_scale, int is_causal, double dropout_p,
                       unsigned long long seed, npy_intp Dh, const char *fn, ct_attn_opts *o)
 {
     o->is_causal = is_causal;
     o->seed = (uint64_t)seed;
-    if (!(dropout_p >= 0 && dropout_p <= 1)) {
-        PyObject *got = PyFloat_FromDouble(dropout_p);
-        PyErr_Format(PyExc_ValueError, "%s: dropout_p must be in [0, 1], got %R", fn, got);
-        Py_XDECREF(got);
-        return -1;
-    }
+    if (ct_check_probability(dropout_p, fn, "dropout_p")) return -1;
     o->dropout_p = dropout_p;
-    if (o_scale == NULL || o_scale == Py_None) {
-        o->scale = Dh > 0 ? 1.0 / sqrt((double)Dh) : 1.0;
-        return 0;
-    }
-    o->scale = PyFloat_AsDouble(o_scale);
-    if (o->scale == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s: scale must be a float or None, got %s", fn,
-                     Py_TYPE(o_scale)->tp_name);
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- scaled dot-product attention -------------------------------------- */
-
-typedef struct {
-    PyArrayObject *q, *k, *v;
-    npy_intp B, H, Tq, Tk, Dh, Dv;
-    int t;
-    ct_attn_opts opts;
-} sdpa_args;
-
-/* q (B, H, Tq, Dh), k (B, H, Tk, Dh), v (B, H, Tk, Dv), mask and options. */
-static int parse_sdpa(ct_held *held, const char *fn, PyObject *o_q, PyObject *o_k, PyObject *o_v,
-                      PyObject *o_mask, int is_causal, PyObject *o_scale, double dropout_p,
-                      unsigned long long seed, sdpa_args *s)
-{
-    s->q = ct_input(held, o_q, fn, "q", CT_ANY_FLOAT, 4, 4, 0);
-    if (s->q == NULL) return -1;
-    s->t = PyArray_TYPE(s->q);
-    s->B = PyArray_DIM(s->q, 0), s->H = PyArray_DIM(s->q, 1);
-    s->Tq = PyArray_DIM(s->q, 2), s->Dh = PyArray_DIM(s->q, 3);
-    s->k = ct_input(held, o_k, fn, "k", s->t, 4, 4, 0);
-    if (s->k == NULL || ct_check_dim(s->k, fn, "k", 0, s->B, "q.shape[0], the batch") ||
-        ct_check_dim(s->k, fn, "k", 1, s->H, "q.shape[1], the heads") ||
-        ct_check_dim(s->k, fn, "k", 3, s->Dh, "q.shape[3], the head dim"))
-        return -1;
-    s->Tk = PyArray_DIM(s->k, 2);
-    s->v = ct_input(held, o_v, fn, "v", s->t, 4, 4, 0);
-    if (s->v == NULL || ct_check_dim(s->v, fn, "v", 0, s->B, "q.shape[0], the batch") ||
-        ct_check_dim(s->v, fn, "v", 1, s->H, "q.shape[1], the heads") ||
-        ct_check_dim(s->v, fn, "v", 2, s->Tk, "k.shape[2], the keys"))
-        return -1;
-    s->Dv = PyArray_DIM(s->v, 3);
-    npy_intp full[4] = {s->B, s->H, s->Tq, s->Tk};
-    if (parse_mask(held, o_mask, fn, s->t, full, "q", &s->opts.mask)) return -1;
-    return parse_opts(o_scale, is_causal, dropout_p, seed, s->Dh, fn, &s->opts);
-}
-
-/* sdpa_forward(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0, seed=0)
- *   -> (out (B, H, Tq, Dv), probs (B, H, Tq, Tk)) */
-static PyObject *sdpa_forward_impl(const sdpa_forward_args *call, const char *fn)
-{
-    PyObject *o_q = call->o_q, *o_k = call->o_k, *o_v = call->o_v, *o_mask = call->o_mask;
-    PyObject *o_scale = call->o_scale;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    sdpa_args s;
-    if (parse_sdpa(&held, fn, o_q, o_k, o_v, o_mask, is_causal, o_scale, dropout_p, seed, &s))
-        goto fail;
-    npy_intp oshape[4] = {s.B, s.H, s.Tq, s.Dv}, pshape[4] = {s.B, s.H, s.Tq, s.Tk};
-    PyArrayObject *out = ct_empty(&held, s.t, 4, oshape), *probs = ct_empty(&held, s.t, 4, pshape);
-    if (out == NULL || probs == NULL) goto fail;
-    CT_DISPATCH(s.t, sdpa_forward, PyArray_DATA(out), PyArray_DATA(probs), PyArray_DATA(s.q),
-                PyArray_DATA(s.k), PyArray_DATA(s.v), &s.opts, s.B, s.H, s.Tq, s.Tk, s.Dh, s.Dv);
-    return ct_finish(&held, ct_results(2, out, probs));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-/* sdpa_backward(dout, q, k, v, probs, mask=None, is_causal=False, scale=None, dropout_p=0.0,
- *               seed=0, dq=None, dk=None, dv=None) -> (dq, dk, dv); given arrays are += into. */
-static PyObject *sdpa_backward_impl(const sdpa_backward_args *call, const char *fn)
-{
-    PyObject *o_dout = call->o_dout, *o_q = call->o_q, *o_k = call->o_k, *o_v = call->o_v;
-    PyObject *o_p = call->o_probs, *o_mask = call->o_mask, *o_scale = call->o_scale;
-    PyObject *o_dq = call->o_dq, *o_dk = call->o_dk, *o_dv = call->o_dv;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    sdpa_args s;
-    if (parse_sdpa(&held, fn, o_q, o_k, o_v, o_mask, is_causal, o_scale, dropout_p, seed, &s))
-        goto fail;
-    PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", s.t, 4, 4, 0);
-    npy_intp oshape[4] = {s.B, s.H, s.Tq, s.Dv}, pshape[4] = {s.B, s.H, s.Tq, s.Tk};
-    static const char *what_o[4] = {"q.shape[0]", "q.shape[1]", "q.shape[2]", "v.shape[3]"};
-    static const char *what_p[4] = {"q.shape[0]", "q.shape[1]", "q.shape[2]", "k.shape[2]"};
-    if (dout == NULL) goto fail;
-    for (int ax = 0; ax < 4; ax++)
-        if (ct_check_dim(dout, fn, "dout", ax, oshape[ax], what_o[ax])) goto fail;
-    PyArrayObject *probs = ct_input(&held, o_p, fn, "probs", s.t, 4, 4, 0);
-    if (probs == NULL) goto fail;
-    for (int ax = 0; ax < 4; ax++)
-        if (ct_check_dim(probs, fn, "probs", ax, pshape[ax], what_p[ax])) goto fail;
-    PyArrayObject *dq = ct_grad_like(&held, o_dq, fn, "dq", s.q);
-    PyArrayObject *dk = dq ? ct_grad_like(&held, o_dk, fn, "dk", s.k) : NULL;
-    PyArrayObject *dv = dk ? ct_grad_like(&held, o_dv, fn, "dv", s.v) : NULL;
-    if (dv == NULL) goto fail;
-    CT_DISPATCH_ALLOC(s.t, sdpa_backward, PyArray_DATA(dq), PyArray_DATA(dk),
-                       PyArray_DATA(dv), PyArray_DATA(dout), PyArray_DATA(s.q), PyArray_DATA(s.k),
-                       PyArray_DATA(s.v), PyArray_DATA(probs), &s.opts, s.B, s.H, s.Tq, s.Tk,
-                       s.Dh, s.Dv);
-    return ct_finish(&held, ct_results(3, dq, dk, dv));
-fail:
-    return ct_finish(&held, NULL);
+    return ct_parse_scale(o_scale, Dh, fn, &o->scale);
 }
 
 /* ---- multi-head attention ---------------------------------------------- */
@@ -559,26 +446,6 @@ static PyObject *mha_packed_backward_impl(const mha_packed_backward_args *call, 
                        PyArray_DATA(probs), PyArray_DATA(ctx), &a.opts, s);
     PyArrayObject *res[6] = {dq, dkv, dw_in, db_in, dwo, dbo};
     return ct_finish(&held, ct_results(6, res[0], res[1], res[2], res[3], res[4], res[5]));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-/* ---- positional encoding ----------------------------------------------- */
-
-/* positional_encoding(max_len, d_model, double=False) -> pe (max_len, d_model) */
-static PyObject *positional_encoding_impl(const positional_encoding_args *call, const char *fn)
-{
-    long long max_len = call->max_len, d_model = call->d_model;
-    int is_double = call->double_;
-    ct_held held = {0};
-    if (ct_check_positive(max_len, fn, "max_len", 1) || ct_check_positive(d_model, fn, "d_model", 1))
-        return NULL;
-    int t = is_double ? NPY_FLOAT64 : NPY_FLOAT32;
-    npy_intp shape[2] = {(npy_intp)max_len, (npy_intp)d_model};
-    PyArrayObject *pe = ct_empty(&held, t, 2, shape);
-    if (pe == NULL) goto fail;
-    CT_DISPATCH(t, positional_encoding, PyArray_DATA(pe), shape[0], shape[1]);
-    return ct_finish(&held, ct_ret(pe));
 fail:
     return ct_finish(&held, NULL);
 }

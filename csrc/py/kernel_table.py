@@ -672,7 +672,8 @@ dc (B, H) or None, dw_ih, dw_hh, db_ih or None, db_hh or None).
 ''', "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, "
      "Optional[np.ndarray], Optional[np.ndarray]]")
 
-# ------------------------------------------------------------------ attention (hand-written bodies)
+# ------------------------------------------------------------------ attention
+# (mha_* keep hand-written bodies in bind_attention.c: weight structs, packed layouts)
 # The Python functions convert options and wrap results (kernels/attention.py).
 MASK = "mask: object[Optional[np.ndarray]] = None, is_causal: bool = False"
 DROPOUT = "dropout_p: float = 0.0, seed: uint64 = 0"
@@ -684,13 +685,45 @@ MHA_GRADS = ", ".join(f"d{name}: array? = None" for name in (
 PACKED = ("query, kv: array?, in_proj_weight, in_proj_bias: array?, out_weight, out_bias: array?, num_heads: int, "
           "self_attn: bool, seq_first: bool")
 
+def sdpa_inputs():
+    """q (B, H, Tq, Dh), k (B, H, Tk, Dh), v (B, H, Tk, Dv), then the mask and the options."""
+    batch, heads = dim(0, "B", "q.shape[0], the batch"), dim(1, "H", "q.shape[1], the heads")
+    return [
+        In("q", "float", 4),
+        C("npy_intp B = PyArray_DIM(q, 0), H = PyArray_DIM(q, 1), Tq = PyArray_DIM(q, 2), Dh = PyArray_DIM(q, 3);"),
+        In("k", "t", 4, [batch, heads, dim(3, "Dh", "q.shape[3], the head dim")]),
+        C("npy_intp Tk = PyArray_DIM(k, 2);"),
+        In("v", "t", 4, [batch, heads, dim(2, "Tk", "k.shape[2], the keys")]),
+        C('''
+            npy_intp Dv = PyArray_DIM(v, 3), oshape[4] = {B, H, Tq, Dv}, pshape[4] = {B, H, Tq, Tk};
+            ct_attn_opts opts;
+            if (parse_mask(&held, o_mask, fn, t, pshape, "q", &opts.mask) ||
+                parse_opts(o_scale, is_causal, dropout_p, seed, Dh, fn, &opts))
+                goto fail;''')]
+
+
+def sdpa_saved(name, shape, whats):
+    """A saved array of exactly `shape` (4 C dims), each axis named by whats."""
+    return In(name, "t", 4, [dim(ax, f"{shape}[{ax}]", what) for ax, what in enumerate(whats)])
+
+
 kernel("sdpa_forward", "attention", f"q, k, v, {MASK}, scale: object[Optional[float]] = None, {DROPOUT}",
-       "Scaled dot-product attention -> (out, probs).", "Tuple[np.ndarray, np.ndarray]", python=False)
+       "Scaled dot-product attention -> (out, probs).", "Tuple[np.ndarray, np.ndarray]", [
+           *sdpa_inputs(),
+           Out("out", shape=("4", "oshape")), Out("probs", shape=("4", "pshape")),
+           Call("sdpa_forward", "out, probs, q, k, v, &opts, B, H, Tq, Tk, Dh, Dv"),
+           ("out", "probs")], python=False)
 kernel("sdpa_backward", "attention",
        f"dout, q, k, v, probs, {MASK}, scale: object[Optional[float]] = None, {DROPOUT}, "
        "dq: array? = None, dk: array? = None, dv: array? = None",
        "Gradients of sdpa_forward -> (dq, dk, dv); given arrays are accumulated into.",
-       "Tuple[np.ndarray, np.ndarray, np.ndarray]", python=False)
+       "Tuple[np.ndarray, np.ndarray, np.ndarray]", [
+           *sdpa_inputs(),
+           sdpa_saved("dout", "oshape", ["q.shape[0]", "q.shape[1]", "q.shape[2]", "v.shape[3]"]),
+           sdpa_saved("probs", "pshape", ["q.shape[0]", "q.shape[1]", "q.shape[2]", "k.shape[2]"]),
+           Grad("dq", like="q", arg="dq"), Grad("dk", like="k", arg="dk"), Grad("dv", like="v", arg="dv"),
+           Call("sdpa_backward", "dq, dk, dv, dout, q, k, v, probs, &opts, B, H, Tq, Tk, Dh, Dv", alloc=True),
+           ("dq", "dk", "dv")], python=False)
 kernel("mha_forward", "attention", f"{MHA_WEIGHTS}, {MASK}, {DROPOUT}",
        "Multi-head attention -> (out, q, k, v, probs, context).", "tuple", python=False)
 kernel("mha_backward", "attention", f"dout, {MHA_WEIGHTS}, q, k, v, probs, context, {MASK}, {DROPOUT}, {MHA_GRADS}",
@@ -704,4 +737,11 @@ kernel("mha_packed_backward", "attention",
        "Gradients of mha_packed_forward -> (dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias).",
        "tuple", python=False)
 kernel("positional_encoding", "attention", "max_len: int, d_model: int, double: bool = False",
-       "Sinusoidal positional-encoding table (max_len, d_model).", ARRAY, python=False)
+       "Sinusoidal positional-encoding table (max_len, d_model).", ARRAY, [
+           C('''if (ct_check_positive(max_len, fn, "max_len", 1) || ct_check_positive(d_model, fn, "d_model", 1))
+    goto fail;
+int t = double_ ? NPY_FLOAT64 : NPY_FLOAT32;
+npy_intp shape[2] = {(npy_intp)max_len, (npy_intp)d_model};'''),
+           Out("pe", shape=("2", "shape")),
+           Call("positional_encoding", "pe, shape[0], shape[1]"),
+           ("pe",)], python=False)
