@@ -623,8 +623,80 @@ kernel("clip_grad_norm", "optim", "grads: object, max_norm: float, norm_type: fl
        "Scale every gradient in place by min(max_norm / (total_norm + 1e-6), 1); returns total_norm.",
        "float", python=False)
 
-# ------------------------------------------------------------------ recurrent (hand-written bodies)
+# ------------------------------------------------------------------ recurrent
 # The Python stacks (rnn_stack_*) are hand-written in kernels/recurrent.py.
+# Whole-sequence kernels (x (T, B, I)) and one-step cells (x (B, I): the same
+# C kernel with T = 1); G = the gate count of the mode (1, 1, 4, 3).
+STATE = 'ct_check_shape(@, fn, "@", 2, (npy_intp[2]){B, H}, "(batch, hidden)")'
+
+
+def lstm_only(arg, why=""):
+    """ValueError when a cell-state argument is given for a mode without one."""
+    return C(f'if (lstm_only(o_{arg}, mode, fn, "{arg}", "{why}")) goto fail;')
+
+
+def rnn_inputs(cell, biases=True, state=None):
+    """mode, x, w_ih (G*H, I), w_hh (G*H, H), b_ih, b_hh (G*H) or None, the
+    initial state (`state`: the names of h0 and c0) and, for sequences, lengths."""
+    steps = [C("int mode = parse_mode(o_mode, fn);\nif (mode < 0) goto fail;"),
+             In("x", "float", 2 if cell else 3), In("w_ih", "t", 2), In("w_hh", "t", 2),
+             C('''
+                 npy_intp H = PyArray_DIM(w_hh, 1), GH = ct_rnn_gate_count(mode) * H;
+                 if (check_gates(w_hh, GH, mode, fn) || ct_check_dim(w_ih, fn, "w_ih", 0, GH, "w_hh.shape[0]") ||
+                     ct_check_dim(x, fn, "x", -1, PyArray_DIM(w_ih, 1), "w_ih.shape[1], the input size"))
+                     goto fail;''')]
+    if biases:
+        steps += [In("b_ih", "t", 1, [dim(0, "GH", "w_ih.shape[0]")], none_ok=True),
+                  In("b_hh", "t", 1, [dim(0, "GH", "w_hh.shape[0]")], none_ok=True)]
+    steps.append(C(f"npy_intp B = PyArray_DIM(x, {0 if cell else 1}), T = {1 if cell else 'PyArray_DIM(x, 0)'};"))
+    if state:
+        h0, c0 = state
+        steps += [In("h0", "t", -1, [STATE], none_ok=True, arg=h0), lstm_only(c0, " (only lstm has a cell state)"),
+                  In("c0", "t", -1, [STATE], none_ok=True, arg=c0)]
+    shape = "ct_rnn_shape s = {.mode = mode, .T = T, .B = B, .In = PyArray_DIM(w_ih, 1), .H = H"
+    if cell:
+        return steps + [C(shape + "};")]
+    return steps + [In("lengths", "ids", 1, [dim(0, "B", "x.shape[1], the batch size"), "check_lengths(@, T, fn)"],
+                       none_ok=True),
+                    C(shape + ", .reverse = reverse,\n"
+                      "                  .lengths = lengths ? (const int64_t *)PyArray_DATA(lengths) : NULL};")]
+
+
+def rnn_forward_body(cell):
+    """(out, [h_n,] c_n or None, saved)."""
+    return [*rnn_inputs(cell, state=("h", "c") if cell else ("h0", "c0")),
+            C("npy_intp state_shape[2] = {B, H}, saved_size[1] = {ct_rnn_saved_size(mode, T, B, H)};"),
+            Out("out", shape=("2", "state_shape") if cell else ("3", "((npy_intp[3]){T, B, H})")),
+            *([] if cell else [Out("h_n", shape=("2", "state_shape"))]),
+            Out("c_n", shape=("2", "state_shape"), when="mode == CT_LSTM"),
+            Out("saved", shape=("1", "saved_size")),
+            Call("rnn_forward", f"out, {'NULL' if cell else 'h_n'}, c_n, saved, x, h0, c0, w_ih, w_hh, b_ih, b_hh, &s",
+                 alloc=True),
+            ("out", "c_n", "saved") if cell else ("out", "h_n", "c_n", "saved")]
+
+
+def rnn_backward_body(cell):
+    """(dx or None, dh0, dc0 or None, dw_ih, dw_hh, db_ih or None, db_hh or None), all fresh."""
+    dh, dc = ("dh_new", "dc_new") if cell else ("dh_n", "dc_n")
+    steps = rnn_inputs(cell, biases=cell, state=("h", "c") if cell else None)
+    if not cell:
+        steps.append(In("dout", "t", 3, [dim(0, "T", "x.shape[0]"), dim(1, "B", "x.shape[1]"),
+                                          dim(2, "H", "w_hh.shape[1]")], none_ok=True))
+    with_bias = "b_ih != NULL" if cell else "with_bias"
+    with_bias_hh = "b_hh != NULL" if cell else "with_bias"
+    return steps + [
+        In("dh_n", "t", -1, [STATE], none_ok=True, arg=dh), lstm_only(dc),
+        In("dc_n", "t", -1, [STATE], none_ok=True, arg=dc),
+        In("saved", "t", 1, [dim(0, "ct_rnn_saved_size(mode, T, B, H)", "the size rnn_forward returns for these shapes")]),
+        C("npy_intp state_shape[2] = {B, H}, gates[1] = {GH};"),
+        Grad("dx", like="x", when="need_dx"), Grad("dh0", shape=("2", "state_shape")),
+        Grad("dc0", shape=("2", "state_shape"), when="mode == CT_LSTM"),
+        Grad("dw_ih", like="w_ih"), Grad("dw_hh", like="w_hh"),
+        Grad("db_ih", shape=("1", "gates"), when=with_bias), Grad("db_hh", shape=("1", "gates"), when=with_bias_hh),
+        Call("rnn_backward", "dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, " + ("NULL" if cell else "dout")
+             + ", dh_n, dc_n, x, w_ih, w_hh, saved, &s", alloc=True),
+        ("dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh")]
+
 kernel("rnn_forward", "recurrent",
        "x, h0: array?, w_ih, w_hh, b_ih: array?, b_hh: array?, mode: object[str], c0: array? = None, "
        "lengths: array? = None, reverse: bool = False", '''
@@ -638,7 +710,7 @@ gives; reverse: each sequence runs from its own last real step back to 0.
 Returns (out (T, B, H), h_n (B, H), c_n (B, H) or None, saved), h_n / c_n
 the state after each sequence's last real step and ``saved`` a 1-D
 buffer for :func:`rnn_backward`.
-''', "Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]")
+''', "Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]", rnn_forward_body(cell=False))
 
 kernel("rnn_backward", "recurrent",
        "dout: array?, dh_n: array?, dc_n: array?, x, w_ih, w_hh, saved, mode: object[str], "
@@ -652,7 +724,7 @@ Returns (dx (T, B, I) or None when not need_dx, dh0 (B, H), dc0 (B, H)
 or None (not lstm), dw_ih, dw_hh, db_ih, db_hh (G*H) - both None when
 not with_bias).
 ''', "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, "
-     "Optional[np.ndarray], Optional[np.ndarray]]")
+     "Optional[np.ndarray], Optional[np.ndarray]]", rnn_backward_body(cell=False))
 
 kernel("rnn_cell_forward", "recurrent",
        "x, h: array?, w_ih, w_hh, b_ih: array?, b_hh: array?, mode: object[str], c: array? = None", '''
@@ -660,7 +732,7 @@ One step, as ``torch.nn.RNNCell`` / ``LSTMCell`` / ``GRUCell``.
 
 x (B, I), h, c (B, H) or None (zeros; c for lstm only)
 -> (h' (B, H), c' (B, H) or None, saved for :func:`rnn_cell_backward`).
-''', "Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]")
+''', "Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]", rnn_forward_body(cell=True))
 
 kernel("rnn_cell_backward", "recurrent",
        "dh_new: array?, dc_new: array?, x, h: array?, c: array?, w_ih, w_hh, b_ih: array?, b_hh: array?, saved, "
@@ -670,7 +742,7 @@ Gradients of :func:`rnn_cell_forward`.
 dh_new, dc_new (B, H) or None -> (dx (B, I) or None, dh (B, H),
 dc (B, H) or None, dw_ih, dw_hh, db_ih or None, db_hh or None).
 ''', "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, "
-     "Optional[np.ndarray], Optional[np.ndarray]]")
+     "Optional[np.ndarray], Optional[np.ndarray]]", rnn_backward_body(cell=True))
 
 # ------------------------------------------------------------------ attention
 # (mha_* keep hand-written bodies in bind_attention.c: weight structs, packed layouts)
