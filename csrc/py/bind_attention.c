@@ -1,5 +1,7 @@
-/* bind_attention.c - the custom bodies of the bindings of attention.c (their
- * signatures are in kernel_table.py). */
+/* bind_attention.c - the custom parts of the bindings of attention.c (the
+ * bindings are generated from kernel_table.py): the mask (broadcast to
+ * (B, H, Tq, Tk)), the options, the multi-head arguments and the calls with
+ * the kernels' weight and gradient structs. */
 #include "../attention.h"
 
 /* ---- shared argument handling ------------------------------------------ */
@@ -144,54 +146,32 @@ static int parse_mha(ct_held *held, const char *fn, PyObject *const o[11], long 
             (const T *)PyArray_DATA((a).wo), (const T *)CT_DATA((a).bo)                    \
     }
 
-/* mha_forward(query, key, value, q_weight, k_weight, v_weight, q_bias, k_bias, v_bias,
- *             out_weight, out_bias, num_heads, mask=None, is_causal=False, dropout_p=0.0,
- *             seed=0) -> (out (B, Tq, E), q (B, H, Tq, Dh), k (B, H, Tk, Dh),
- *                         v (B, H, Tk, Dh), probs (B, H, Tq, Tk), context (B, Tq, E)) */
-static PyObject *mha_forward_impl(const mha_forward_args *call, const char *fn)
-{
-    PyObject *const o[11] = {call->o_query, call->o_key, call->o_value, call->o_q_weight,
-                             call->o_k_weight, call->o_v_weight, call->o_q_bias, call->o_k_bias,
-                             call->o_v_bias, call->o_out_weight, call->o_out_bias};
-    PyObject *o_mask = call->o_mask;
-    long long num_heads = call->num_heads;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    mha_args a;
-    if (parse_mha(&held, fn, o, num_heads, o_mask, is_causal, dropout_p, seed, &a)) goto fail;
-    npy_intp Dh = a.E / a.H;
-    npy_intp out_shape[3] = {a.B, a.Tq, a.E}, qh_shape[4] = {a.B, a.H, a.Tq, Dh};
-    npy_intp kh_shape[4] = {a.B, a.H, a.Tk, Dh}, p_shape[4] = {a.B, a.H, a.Tq, a.Tk};
-    PyArrayObject *out = ct_empty(&held, a.t, 3, out_shape), *ctx = ct_empty(&held, a.t, 3, out_shape);
-    PyArrayObject *qh = ct_empty(&held, a.t, 4, qh_shape), *kh = ct_empty(&held, a.t, 4, kh_shape);
-    PyArrayObject *vh = ct_empty(&held, a.t, 4, kh_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
-    if (!out || !ctx || !qh || !kh || !vh || !probs) goto fail;
-    int status;
-    CT_BEGIN_KERNEL
-    if (a.t == NPY_FLOAT32) {
-        mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
-        status = mha_forward_f32(PyArray_DATA(out), PyArray_DATA(qh), PyArray_DATA(kh),
-                                 PyArray_DATA(vh), PyArray_DATA(probs), PyArray_DATA(ctx),
-                                 PyArray_DATA(a.query), PyArray_DATA(a.key), PyArray_DATA(a.value),
-                                 &w, &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
-    } else {
-        mha_weights_f64 w = MHA_WEIGHTS(_f64, double, a);
-        status = mha_forward_f64(PyArray_DATA(out), PyArray_DATA(qh), PyArray_DATA(kh),
-                                 PyArray_DATA(vh), PyArray_DATA(probs), PyArray_DATA(ctx),
-                                 PyArray_DATA(a.query), PyArray_DATA(a.key), PyArray_DATA(a.value),
-                                 &w, &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
+/* mha_forward_call_f32/_f64 and mha_backward_call_f32/_f64: the kernels, with
+ * the weights of `a` and the gradients g[] (dquery, dkey, dvalue, dwq, dwk, dwv,
+ * dbq, dbk, dbv, dwo, dbo; NULL for a bias not given) as the kernel's structs. */
+#define MHA_CALLS(sfx, T)                                                                       \
+    static int mha_forward_call##sfx(const mha_args *a, T *out, T *qh, T *kh, T *vh, T *probs,   \
+                                     T *ctx)                                                    \
+    {                                                                                           \
+        CT_CAT(mha_weights, sfx) w = MHA_WEIGHTS(sfx, T, *a);                                   \
+        return CT_CAT(mha_forward, sfx)(out, qh, kh, vh, probs, ctx, PyArray_DATA(a->query),     \
+                                        PyArray_DATA(a->key), PyArray_DATA(a->value), &w,       \
+                                        &a->opts, a->B, a->Tq, a->Tk, a->E, a->Ek, a->Ev, a->H); \
+    }                                                                                           \
+    static int mha_backward_call##sfx(const mha_args *a, PyArrayObject *const g[11],            \
+                                      const T *dout, const T *qh, const T *kh, const T *vh,     \
+                                      const T *probs, const T *ctx)                             \
+    {                                                                                           \
+        CT_CAT(mha_weights, sfx) w = MHA_WEIGHTS(sfx, T, *a);                                   \
+        CT_CAT(mha_grads, sfx) gr = {CT_DATA(g[0]), CT_DATA(g[1]), CT_DATA(g[2]), CT_DATA(g[3]), \
+                                     CT_DATA(g[4]), CT_DATA(g[5]), CT_DATA(g[6]), CT_DATA(g[7]), \
+                                     CT_DATA(g[8]), CT_DATA(g[9]), CT_DATA(g[10])};             \
+        return CT_CAT(mha_backward, sfx)(&gr, dout, PyArray_DATA(a->query), PyArray_DATA(a->key), \
+                                         PyArray_DATA(a->value), &w, qh, kh, vh, probs, ctx,     \
+                                         &a->opts, a->B, a->Tq, a->Tk, a->E, a->Ek, a->Ev, a->H); \
     }
-    CT_END_KERNEL
-    if (status) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    return ct_finish(&held, ct_results(6, out, qh, kh, vh, probs, ctx));
-fail:
-    return ct_finish(&held, NULL);
-}
+MHA_CALLS(_f32, float)
+MHA_CALLS(_f64, double)
 
 /* One saved array of mha_forward: dtype t and exactly `shape`. */
 static PyArrayObject *saved_arg(ct_held *held, PyObject *obj, const char *fn, const char *arg,
@@ -200,91 +180,6 @@ static PyArrayObject *saved_arg(ct_held *held, PyObject *obj, const char *fn, co
     PyArrayObject *s = ct_input(held, obj, fn, arg, t, nd, nd, 0);
     if (s == NULL || ct_check_dims(s, fn, arg, nd, shape, "its shape in mha_forward", 0)) return NULL;
     return s;
-}
-
-/* The kernel's gradient struct of dtype suffix sfx / element type T; g[] in the
- * order dquery, dkey, dvalue, dwq, dwk, dwv, dbq, dbk, dbv, dwo, dbo. */
-#define MHA_GRADS(sfx, T, g)                                                               \
-    (CT_CAT(mha_grads, sfx))                                                               \
-    {                                                                                      \
-        (T *)CT_DATA(g[0]), (T *)CT_DATA(g[1]), (T *)CT_DATA(g[2]), (T *)CT_DATA(g[3]),     \
-            (T *)CT_DATA(g[4]), (T *)CT_DATA(g[5]), (T *)CT_DATA(g[6]), (T *)CT_DATA(g[7]), \
-            (T *)CT_DATA(g[8]), (T *)CT_DATA(g[9]), (T *)CT_DATA(g[10])                    \
-    }
-
-/* mha_backward(dout, query, key, value, q_weight, k_weight, v_weight, q_bias, k_bias,
- *              v_bias, out_weight, out_bias, num_heads, q, k, v, probs, context,
- *              mask=None, is_causal=False, dropout_p=0.0, seed=0,
- *              dquery=None, dkey=None, dvalue=None, dq_weight=None, dk_weight=None,
- *              dv_weight=None, dq_bias=None, dk_bias=None, dv_bias=None,
- *              dout_weight=None, dout_bias=None)
- *   -> (dquery, dkey, dvalue, dq_weight, dk_weight, dv_weight, dq_bias | None,
- *       dk_bias | None, dv_bias | None, dout_weight, dout_bias | None)
- *   Given gradient arrays are accumulated into; bias gradients are None when the bias is. */
-static PyObject *mha_backward_impl(const mha_backward_args *call, const char *fn)
-{
-    static const char *gnames[11] = {"dquery", "dkey", "dvalue", "dq_weight", "dk_weight",
-                                     "dv_weight", "dq_bias", "dk_bias", "dv_bias", "dout_weight",
-                                     "dout_bias"};
-    PyObject *const o[11] = {call->o_query, call->o_key, call->o_value, call->o_q_weight,
-                             call->o_k_weight, call->o_v_weight, call->o_q_bias, call->o_k_bias,
-                             call->o_v_bias, call->o_out_weight, call->o_out_bias};
-    PyObject *o_mask = call->o_mask;
-    long long num_heads = call->num_heads;
-    PyObject *o_dout = call->o_dout;
-    PyObject *const os[5] = {call->o_q, call->o_k, call->o_v, call->o_probs, call->o_context};
-    PyObject *const og[11] = {call->o_dquery, call->o_dkey, call->o_dvalue, call->o_dq_weight,
-                              call->o_dk_weight, call->o_dv_weight, call->o_dq_bias, call->o_dk_bias,
-                              call->o_dv_bias, call->o_dout_weight, call->o_dout_bias};
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    mha_args a;
-    if (parse_mha(&held, fn, o, num_heads, o_mask, is_causal, dropout_p, seed, &a)) goto fail;
-    npy_intp Dh = a.E / a.H;
-    npy_intp out_shape[3] = {a.B, a.Tq, a.E}, qh_shape[4] = {a.B, a.H, a.Tq, Dh};
-    npy_intp kh_shape[4] = {a.B, a.H, a.Tk, Dh}, p_shape[4] = {a.B, a.H, a.Tq, a.Tk};
-    PyArrayObject *dout = saved_arg(&held, o_dout, fn, "dout", a.t, 3, out_shape);
-    PyArrayObject *qh = dout ? saved_arg(&held, os[0], fn, "q", a.t, 4, qh_shape) : NULL;
-    PyArrayObject *kh = qh ? saved_arg(&held, os[1], fn, "k", a.t, 4, kh_shape) : NULL;
-    PyArrayObject *vh = kh ? saved_arg(&held, os[2], fn, "v", a.t, 4, kh_shape) : NULL;
-    PyArrayObject *probs = vh ? saved_arg(&held, os[3], fn, "probs", a.t, 4, p_shape) : NULL;
-    PyArrayObject *ctx = probs ? saved_arg(&held, os[4], fn, "context", a.t, 3, out_shape) : NULL;
-    if (ctx == NULL) goto fail;
-    /* Gradients shaped like the inputs; bias gradients only for biases given. */
-    PyArrayObject *like[11] = {a.query, a.key, a.value, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.wo, a.bo};
-    PyArrayObject *g[11];
-    for (int i = 0; i < 11; i++) {
-        g[i] = NULL;
-        if (like[i] == NULL) continue;
-        if (!(g[i] = ct_grad_like(&held, og[i], fn, gnames[i], like[i]))) goto fail;
-    }
-    int status;
-    CT_BEGIN_KERNEL
-    if (a.t == NPY_FLOAT32) {
-        mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
-        mha_grads_f32 gr = MHA_GRADS(_f32, float, g);
-        status = mha_backward_f32(&gr, PyArray_DATA(dout), PyArray_DATA(a.query),
-                                  PyArray_DATA(a.key), PyArray_DATA(a.value), &w, PyArray_DATA(qh),
-                                  PyArray_DATA(kh), PyArray_DATA(vh), PyArray_DATA(probs),
-                                  PyArray_DATA(ctx), &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
-    } else {
-        mha_weights_f64 w = MHA_WEIGHTS(_f64, double, a);
-        mha_grads_f64 gr = MHA_GRADS(_f64, double, g);
-        status = mha_backward_f64(&gr, PyArray_DATA(dout), PyArray_DATA(a.query),
-                                  PyArray_DATA(a.key), PyArray_DATA(a.value), &w, PyArray_DATA(qh),
-                                  PyArray_DATA(kh), PyArray_DATA(vh), PyArray_DATA(probs),
-                                  PyArray_DATA(ctx), &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
-    }
-    CT_END_KERNEL
-    if (status) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    return ct_finish(&held, ct_results(11, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10]));
-fail:
-    return ct_finish(&held, NULL);
 }
 
 /* ---- packed multi-head attention ------------------------------------- */
@@ -353,99 +248,4 @@ static void packed_rows_shape(const packed_args *a, npy_intp T, npy_intp cols, n
     out[0] = a->shape.seq_first ? T : a->shape.B;
     out[1] = a->shape.seq_first ? a->shape.B : T;
     out[2] = cols;
-}
-
-/* mha_packed_forward(query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias, num_heads,
- *                    self_attn, seq_first, mask=None, is_causal=False, dropout_p=0.0, seed=0)
- *   -> (out like query, proj_q (.., 3E | E), proj_kv (.., 2E) | None, probs (B, H, Tq, Tk)
- *       before dropout, context like query) */
-static PyObject *mha_packed_forward_impl(const mha_packed_forward_args *call, const char *fn)
-{
-    PyObject *const o[6] = {call->o_query, call->o_kv, call->o_in_proj_weight, call->o_in_proj_bias,
-                            call->o_out_weight, call->o_out_bias};
-    PyObject *o_mask = call->o_mask;
-    long long num_heads = call->num_heads;
-    int self_attn = call->self_attn, seq_first = call->seq_first;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    packed_args a;
-    if (parse_packed(&held, fn, o, num_heads, self_attn, seq_first, o_mask, is_causal, dropout_p,
-                     seed, &a))
-        goto fail;
-    ct_mha_shape *s = &a.shape;
-    npy_intp out_shape[3], pq_shape[3], pkv_shape[3];
-    npy_intp p_shape[4] = {s->B, s->H, s->Tq, s->Tk};
-    packed_rows_shape(&a, s->Tq, s->E, out_shape);
-    packed_rows_shape(&a, s->Tq, self_attn ? 3 * s->E : s->E, pq_shape);
-    packed_rows_shape(&a, s->Tk, 2 * s->E, pkv_shape);
-    PyArrayObject *out = ct_empty(&held, a.t, 3, out_shape), *ctx = ct_empty(&held, a.t, 3, out_shape);
-    PyArrayObject *pq = ct_empty(&held, a.t, 3, pq_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
-    PyArrayObject *pkv = self_attn ? NULL : ct_empty(&held, a.t, 3, pkv_shape);
-    if (!out || !ctx || !pq || !probs || (!self_attn && !pkv)) goto fail;
-        CT_DISPATCH_ALLOC(a.t, mha_packed_forward, PyArray_DATA(out), PyArray_DATA(pq),
-                       CT_DATA(pkv), PyArray_DATA(probs), PyArray_DATA(ctx), PyArray_DATA(a.query),
-                       CT_DATA(a.kv), PyArray_DATA(a.w_in), CT_DATA(a.b_in), PyArray_DATA(a.wo),
-                       CT_DATA(a.bo), &a.opts, s);
-    return ct_finish(&held, ct_results(5, out, pq, pkv, probs, ctx));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-/* mha_packed_backward(dout, query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias,
- *                     num_heads, self_attn, seq_first, proj_q, proj_kv, probs, context,
- *                     mask=None, is_causal=False, dropout_p=0.0, seed=0, need_dquery=True,
- *                     need_dkv=True)
- *   -> (dquery | None, dkv | None, din_proj_weight, din_proj_bias | None, dout_weight,
- *       dout_bias | None), fresh arrays */
-static PyObject *mha_packed_backward_impl(const mha_packed_backward_args *call, const char *fn)
-{
-    PyObject *const o[6] = {call->o_query, call->o_kv, call->o_in_proj_weight, call->o_in_proj_bias,
-                            call->o_out_weight, call->o_out_bias};
-    PyObject *o_mask = call->o_mask;
-    long long num_heads = call->num_heads;
-    int self_attn = call->self_attn, seq_first = call->seq_first;
-    PyObject *o_dout = call->o_dout;
-    PyObject *const os[4] = {call->o_proj_q, call->o_proj_kv, call->o_probs, call->o_context};
-    int need_dq = call->need_dquery, need_dkv = call->need_dkv;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    packed_args a;
-    if (parse_packed(&held, fn, o, num_heads, self_attn, seq_first, o_mask, is_causal, dropout_p,
-                     seed, &a))
-        goto fail;
-    ct_mha_shape *s = &a.shape;
-    npy_intp out_shape[3], pq_shape[3], pkv_shape[3];
-    npy_intp p_shape[4] = {s->B, s->H, s->Tq, s->Tk};
-    packed_rows_shape(&a, s->Tq, s->E, out_shape);
-    packed_rows_shape(&a, s->Tq, self_attn ? 3 * s->E : s->E, pq_shape);
-    packed_rows_shape(&a, s->Tk, 2 * s->E, pkv_shape);
-    PyArrayObject *dout = saved_arg(&held, o_dout, fn, "dout", a.t, 3, out_shape);
-    PyArrayObject *pq = dout ? saved_arg(&held, os[0], fn, "proj_q", a.t, 3, pq_shape) : NULL;
-    PyArrayObject *pkv = NULL;
-    if (pq && !self_attn) pkv = saved_arg(&held, os[1], fn, "proj_kv", a.t, 3, pkv_shape);
-    PyArrayObject *probs = pq && (self_attn || pkv) ? saved_arg(&held, os[2], fn, "probs", a.t, 4, p_shape) : NULL;
-    PyArrayObject *ctx = probs ? saved_arg(&held, os[3], fn, "context", a.t, 3, out_shape) : NULL;
-    if (ctx == NULL) goto fail;
-    PyArrayObject *dq = need_dq ? ct_grad_like(&held, NULL, fn, "dquery", a.query) : NULL;
-    PyArrayObject *dkv = need_dkv && !self_attn ? ct_grad_like(&held, NULL, fn, "dkv", a.kv) : NULL;
-    PyArrayObject *dw_in = ct_grad_like(&held, NULL, fn, "din_proj_weight", a.w_in);
-    PyArrayObject *db_in = a.b_in ? ct_grad_like(&held, NULL, fn, "din_proj_bias", a.b_in) : NULL;
-    PyArrayObject *dwo = ct_grad_like(&held, NULL, fn, "dout_weight", a.wo);
-    PyArrayObject *dbo = a.bo ? ct_grad_like(&held, NULL, fn, "dout_bias", a.bo) : NULL;
-    if ((need_dq && !dq) || (need_dkv && !self_attn && !dkv) || !dw_in || (a.b_in && !db_in) ||
-        !dwo || (a.bo && !dbo))
-        goto fail;
-    CT_DISPATCH_ALLOC(a.t, mha_packed_backward, CT_DATA(dq), CT_DATA(dkv),
-                       PyArray_DATA(dw_in), CT_DATA(db_in), PyArray_DATA(dwo), CT_DATA(dbo),
-                       PyArray_DATA(dout), PyArray_DATA(a.query), CT_DATA(a.kv),
-                       PyArray_DATA(a.w_in), PyArray_DATA(a.wo), PyArray_DATA(pq), CT_DATA(pkv),
-                       PyArray_DATA(probs), PyArray_DATA(ctx), &a.opts, s);
-    PyArrayObject *res[6] = {dq, dkv, dw_in, db_in, dwo, dbo};
-    return ct_finish(&held, ct_results(6, res[0], res[1], res[2], res[3], res[4], res[5]));
-fail:
-    return ct_finish(&held, NULL);
 }

@@ -111,12 +111,12 @@ def parse_args(spec: str) -> List[Arg]:
 
 
 def split_top(spec: str) -> List[str]:
-    """Split at commas outside brackets."""
+    """Split at commas outside brackets and braces."""
     parts, depth, cur = [], 0, ""
     for ch in spec:
-        if ch in "[(":
+        if ch in "[({":
             depth += 1
-        elif ch in "])":
+        elif ch in "])}":
             depth -= 1
         if ch == "," and depth == 0:
             parts.append(cur)

@@ -796,18 +796,89 @@ kernel("sdpa_backward", "attention",
            Grad("dq", like="q", arg="dq"), Grad("dk", like="k", arg="dk"), Grad("dv", like="v", arg="dv"),
            Call("sdpa_backward", "dq, dk, dv, dout, q, k, v, probs, &opts, B, H, Tq, Tk, Dh, Dv", alloc=True),
            ("dq", "dk", "dv")], python=False)
+def saved(name, nd, shape):
+    """An array mha_forward / mha_packed_forward returned: dtype t, exactly `shape`."""
+    return In(name, "t", nd, [f'ct_check_dims(@, fn, "@", {nd}, {shape}, "its shape in mha_forward", 0)'])
+
+
+def objects(names):
+    """The argument objects as a C array literal (for parse_mha / parse_packed)."""
+    return f"(PyObject *const[{len(names)}]){{{', '.join('o_' + n for n in names)}}}"
+
+
+MHA_ARRAYS = ["query", "key", "value", "q_weight", "k_weight", "v_weight", "q_bias", "k_bias", "v_bias",
+              "out_weight", "out_bias"]
+MHA_FIELDS = ["query", "key", "value", "wq", "wk", "wv", "bq", "bk", "bv", "wo", "bo"]
+MHA_INPUTS = C(f'''
+    mha_args a;
+    if (parse_mha(&held, fn, {objects(MHA_ARRAYS)}, num_heads, o_mask, is_causal, dropout_p, seed, &a))
+        goto fail;
+    int t = a.t;
+    npy_intp Dh = a.E / a.H, out_shape[3] = {{a.B, a.Tq, a.E}}, qh_shape[4] = {{a.B, a.H, a.Tq, Dh}};
+    npy_intp kh_shape[4] = {{a.B, a.H, a.Tk, Dh}}, p_shape[4] = {{a.B, a.H, a.Tq, a.Tk}};''')
+
 kernel("mha_forward", "attention", f"{MHA_WEIGHTS}, {MASK}, {DROPOUT}",
-       "Multi-head attention -> (out, q, k, v, probs, context).", "tuple", python=False)
+       "Multi-head attention -> (out, q, k, v, probs, context).", "tuple", [
+           MHA_INPUTS,
+           Out("out", shape=("3", "out_shape")), Out("ctx", shape=("3", "out_shape")),
+           Out("qh", shape=("4", "qh_shape")), Out("kh", shape=("4", "kh_shape")),
+           Out("vh", shape=("4", "kh_shape")), Out("probs", shape=("4", "p_shape")),
+           Call("mha_forward_call", "&a, out, qh, kh, vh, probs, ctx", alloc=True),
+           ("out", "qh", "kh", "vh", "probs", "ctx")], python=False)
 kernel("mha_backward", "attention", f"dout, {MHA_WEIGHTS}, q, k, v, probs, context, {MASK}, {DROPOUT}, {MHA_GRADS}",
-       "Gradients of mha_forward -> 11 gradients; given arrays are accumulated into.", "tuple", python=False)
+       "Gradients of mha_forward -> 11 gradients; given arrays are accumulated into.", "tuple", [
+           MHA_INPUTS,
+           saved("dout", 3, "out_shape"), saved("q", 4, "qh_shape"), saved("k", 4, "kh_shape"),
+           saved("v", 4, "kh_shape"), saved("probs", 4, "p_shape"), saved("context", 3, "out_shape"),
+           # gradients shaped like the inputs; bias gradients only for the biases given
+           *[Grad("d" + name, like="a." + field, arg="d" + name, when=f"a.{field} != NULL" if "bias" in name else None)
+             for name, field in zip(MHA_ARRAYS, MHA_FIELDS)],
+           Call("mha_backward_call", f"&a, (PyArrayObject *const[11]){{{', '.join('d' + n for n in MHA_ARRAYS)}}}, "
+                "dout, q, k, v, probs, context", alloc=True),
+           tuple("d" + name for name in MHA_ARRAYS)], python=False)
+
+PACKED_INPUTS = C(f'''
+    packed_args a;
+    if (parse_packed(&held, fn, {objects(["query", "kv", "in_proj_weight", "in_proj_bias", "out_weight", "out_bias"])},
+                     num_heads, self_attn, seq_first, o_mask, is_causal, dropout_p, seed, &a))
+        goto fail;
+    int t = a.t;
+    ct_mha_shape *s = &a.shape;
+    npy_intp out_shape[3], pq_shape[3], pkv_shape[3], p_shape[4] = {{s->B, s->H, s->Tq, s->Tk}};
+    packed_rows_shape(&a, s->Tq, s->E, out_shape);
+    packed_rows_shape(&a, s->Tq, self_attn ? 3 * s->E : s->E, pq_shape);
+    packed_rows_shape(&a, s->Tk, 2 * s->E, pkv_shape);''')
+
 kernel("mha_packed_forward", "attention", f"{PACKED}, {MASK}, {DROPOUT}",
        "Multi-head attention with a packed in_proj_weight -> (out, proj_q, proj_kv, probs, context).",
-       "tuple", python=False)
+       "tuple", [
+           PACKED_INPUTS,
+           Out("out", shape=("3", "out_shape")), Out("ctx", shape=("3", "out_shape")),
+           Out("pq", shape=("3", "pq_shape")), Out("probs", shape=("4", "p_shape")),
+           Out("pkv", shape=("3", "pkv_shape"), when="!self_attn"),
+           Call("mha_packed_forward", "out, pq, pkv, probs, ctx, CT_DATA(a.query), CT_DATA(a.kv), CT_DATA(a.w_in), "
+                "CT_DATA(a.b_in), CT_DATA(a.wo), CT_DATA(a.bo), &a.opts, s", alloc=True),
+           ("out", "pq", "pkv", "probs", "ctx")], python=False)
 kernel("mha_packed_backward", "attention",
        f"dout, {PACKED}, proj_q, proj_kv: array?, probs, context, {MASK}, {DROPOUT}, need_dquery: bool = True, "
        "need_dkv: bool = True",
        "Gradients of mha_packed_forward -> (dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias).",
-       "tuple", python=False)
+       "tuple", [
+           PACKED_INPUTS,
+           saved("dout", 3, "out_shape"), saved("proj_q", 3, "pq_shape"),
+           C('''
+               PyArrayObject *proj_kv = NULL;
+               if (!self_attn && !(proj_kv = saved_arg(&held, o_proj_kv, fn, "proj_kv", t, 3, pkv_shape))) goto fail;''',
+             arrays=["proj_kv"]),
+           saved("probs", 4, "p_shape"), saved("context", 3, "out_shape"),
+           # fresh gradients (the kernel writes them)
+           Grad("dquery", like="a.query", when="need_dquery"), Grad("dkv", like="a.kv", when="need_dkv && !self_attn"),
+           Grad("din_proj_weight", like="a.w_in"), Grad("din_proj_bias", like="a.b_in", when="a.b_in != NULL"),
+           Grad("dout_weight", like="a.wo"), Grad("dout_bias", like="a.bo", when="a.bo != NULL"),
+           Call("mha_packed_backward", "dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias, dout, "
+                "CT_DATA(a.query), CT_DATA(a.kv), CT_DATA(a.w_in), CT_DATA(a.wo), proj_q, proj_kv, probs, context, "
+                "&a.opts, s", alloc=True),
+           ("dquery", "dkv", "din_proj_weight", "din_proj_bias", "dout_weight", "dout_bias")], python=False)
 kernel("positional_encoding", "attention", "max_len: int, d_model: int, double: bool = False",
        "Sinusoidal positional-encoding table (max_len, d_model).", ARRAY, [
            C('''if (ct_check_positive(max_len, fn, "max_len", 1) || ct_check_positive(d_model, fn, "d_model", 1))
