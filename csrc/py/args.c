@@ -355,12 +355,6 @@ PyArrayObject *ct_grad(ct_held *held, PyObject *obj, const char *fn, const char 
     return zero_fill ? ct_zeros(held, typenum, ndim, shape) : ct_empty(held, typenum, ndim, shape);
 }
 
-PyArrayObject *ct_grad_like(ct_held *held, PyObject *obj, const char *fn, const char *arg,
-                            PyArrayObject *like)
-{
-    return ct_grad(held, obj, fn, arg, PyArray_TYPE(like), PyArray_NDIM(like), PyArray_DIMS(like), 1);
-}
-
 PyObject *ct_results(int n, ...)
 {
     PyObject *tuple = PyTuple_New(n);

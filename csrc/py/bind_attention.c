@@ -93,6 +93,17 @@ static int bias_arg(ct_held *held, PyObject *obj, const char *fn, const char *ar
     return ct_check_dim(*out, fn, arg, 0, E, "embed_dim");
 }
 
+/* num_heads > 0 divides embed_dim E (query.shape[2]). */
+static int check_heads(long long num_heads, npy_intp E, const char *fn)
+{
+    if (ct_check_positive(num_heads, fn, "num_heads", 0)) return -1;
+    if (E % num_heads == 0) return 0;
+    PyErr_Format(PyExc_ValueError,
+                 "%s: embed_dim (query.shape[2] = %zd) must be divisible by num_heads (%lld)", fn,
+                 (Py_ssize_t)E, num_heads);
+    return -1;
+}
+
 /* query (B, Tq, E), key (B, Tk, Ek), value (B, Tk, Ev), the eight weights,
  * num_heads, mask and options. */
 static int parse_mha(ct_held *held, const char *fn, PyObject *const o[11], long long num_heads,
@@ -104,14 +115,8 @@ static int parse_mha(ct_held *held, const char *fn, PyObject *const o[11], long 
     a->t = PyArray_TYPE(a->query);
     a->B = PyArray_DIM(a->query, 0), a->Tq = PyArray_DIM(a->query, 1);
     a->E = PyArray_DIM(a->query, 2);
-    if (ct_check_positive(num_heads, fn, "num_heads", 0)) return -1;
+    if (check_heads(num_heads, a->E, fn)) return -1;
     a->H = (npy_intp)num_heads;
-    if (a->E % a->H != 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: embed_dim (query.shape[2] = %zd) must be divisible by num_heads (%lld)",
-                     fn, (Py_ssize_t)a->E, num_heads);
-        return -1;
-    }
     a->key = ct_input(held, o[1], fn, "key", a->t, 3, 3, 0);
     if (a->key == NULL || ct_check_dim(a->key, fn, "key", 0, a->B, "query.shape[0], the batch"))
         return -1;
@@ -207,14 +212,8 @@ static int parse_packed(ct_held *held, const char *fn, PyObject *const o[6], lon
     s->B = PyArray_DIM(a->query, bax), s->Tq = PyArray_DIM(a->query, tax);
     s->E = PyArray_DIM(a->query, 2);
     s->self_attn = self_attn, s->seq_first = seq_first;
-    if (ct_check_positive(num_heads, fn, "num_heads", 0)) return -1;
+    if (check_heads(num_heads, s->E, fn)) return -1;
     s->H = (ct_int)num_heads;
-    if (s->E % s->H != 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: embed_dim (query.shape[2] = %zd) must be divisible by num_heads (%lld)",
-                     fn, (Py_ssize_t)s->E, num_heads);
-        return -1;
-    }
     a->kv = NULL;
     s->Tk = s->Tq;
     if (self_attn && o[1] != Py_None) {

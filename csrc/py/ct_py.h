@@ -106,12 +106,9 @@ int ct_check_shape(PyArrayObject *a, const char *fn, const char *arg, int ndim,
  * (checked by ct_inplace: exact shape, C-contiguous, writeable, no overlap
  * with the call's other arrays), or when obj is None / NULL a new array,
  * of zeros (zero_fill) or uninitialised (for a kernel told to write rather
- * than add).  NULL only with an error set.  ct_grad_like: zeros shaped and
- * typed like `like`. */
+ * than add).  NULL only with an error set. */
 PyArrayObject *ct_grad(ct_held *held, PyObject *obj, const char *fn, const char *arg, int typenum,
                        int ndim, const npy_intp *shape, int zero_fill);
-PyArrayObject *ct_grad_like(ct_held *held, PyObject *obj, const char *fn, const char *arg,
-                            PyArrayObject *like);
 /* A new tuple of `n` arrays (PyArrayObject *, new references), None for
  * each NULL: the result of a kernel with optional outputs. */
 PyObject *ct_results(int n, ...);

@@ -15,13 +15,17 @@ An entry: Kernel(name, family, args, doc, returns, body).
                                              (float32/float64: defines t and nd), "t",
                                              "bool", "ids", "f64"; checks dim(...) /
                                              like(...) / C expressions (@ = the array)
+             InPlace(name, dtype, like, ...) an array written in place (ct_inplace);
+                                             optional / when: C conditions; checks as In
              Grad(name, like | shape, when)  a gradient: the caller's accumulator
                                              (argument `arg`) or fresh zeros
              Out(name, like | shape, ...)    a new output array
              C("...")                        hand-written C (custom checks; goto fail)
              Call(kernel, "args")            the call, by dtype t, GIL released
              ("a", "b") or "C expression"    the result
-           or None: the body is hand-written, <name>_impl in bind_<family>.c.
+           or None: the body is hand-written, <name>_impl in bind_<family>.c
+           (only grad_norm / clip_grad_norm, which take a sequence of arrays).
+Custom checks and helpers the C steps call live in bind_<family>.c.
 Shapes are C: (ndim, dims pointer), e.g. ("nd - 1", "PyArray_DIMS(x)").
 """
 from generate_bindings import C, Call, Grad, In, InPlace, Kernel, Out, dim, like  # noqa: F401
