@@ -309,25 +309,25 @@ def shape_of(like: Optional[str], shape: Optional[Tuple[str, str]]) -> Tuple[str
     return shape
 
 
+def new_array(name: str, make: str, when: Optional[str], arrays: dict) -> List[str]:
+    """PyArrayObject *name = make (only when `when`, else NULL); NULL from make fails."""
+    arrays[name] = True
+    if when is None:
+        return [f"PyArrayObject *{name} = {make};", f"if ({name} == NULL) goto fail;"]
+    return [f"PyArrayObject *{name} = NULL;", f"if (({when}) && !({name} = {make})) goto fail;"]
+
+
 def emit_grad(step: Grad, arrays: dict) -> List[str]:
     nd, dims = shape_of(step.like, step.shape)
     obj = f"o_{step.arg}" if step.arg else "NULL"
     make = f'ct_grad(&held, {obj}, fn, "{step.arg or step.name}", t, {nd}, {dims}, {step.zero_fill})'
-    arrays[step.name] = True
-    if step.when is None:
-        return [f"PyArrayObject *{step.name} = {make};", f"if ({step.name} == NULL) goto fail;"]
-    return [f"PyArrayObject *{step.name} = NULL;",
-            f"if (({step.when}) && !({step.name} = {make})) goto fail;"]
+    return new_array(step.name, make, step.when, arrays)
 
 
 def emit_out(step: Out, arrays: dict) -> List[str]:
     nd, dims = shape_of(step.like, step.shape)
     make = f"ct_{'zeros' if step.zeros else 'empty'}(&held, {DTYPES.get(step.dtype, step.dtype)}, {nd}, {dims})"
-    arrays[step.name] = True
-    if step.when is None:
-        return [f"PyArrayObject *{step.name} = {make};", f"if ({step.name} == NULL) goto fail;"]
-    return [f"PyArrayObject *{step.name} = NULL;",
-            f"if (({step.when}) && !({step.name} = {make})) goto fail;"]
+    return new_array(step.name, make, step.when, arrays)
 
 
 def emit_call(step: Call, arrays: dict) -> List[str]:
