@@ -1,6 +1,7 @@
 /* args.c - argument checks shared by every binding (see ct_py.h). */
 #include "ct_py.h"
 
+#include <math.h>
 #include <stdarg.h>
 
 int ct_parse_args(PyObject *args, PyObject *kw, const char *format, char **names, ...)
@@ -180,6 +181,46 @@ static void set_dtype_error(PyArrayObject *a, const char *fn, const char *arg, i
     Py_XDECREF(descr);
 }
 
+/* obj as an array of dtype typenum (borrowed), else TypeError. */
+static PyArrayObject *typed_array(PyObject *obj, const char *fn, const char *arg, int typenum)
+{
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a numpy.ndarray, got %s", fn, arg,
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)obj;
+    if (!dtype_ok(a, typenum)) {
+        set_dtype_error(a, fn, arg, typenum);
+        return NULL;
+    }
+    return a;
+}
+
+int ct_float_type(PyObject *obj, const char *fn, const char *arg, int *t)
+{
+    PyArrayObject *a = typed_array(obj, fn, arg, CT_ANY_FLOAT);
+    if (a == NULL) return -1;
+    *t = PyArray_TYPE(a);
+    return 0;
+}
+
+int ct_parse_scale(PyObject *obj, npy_intp Dh, const char *fn, double *scale)
+{
+    if (obj == NULL || obj == Py_None) {
+        *scale = Dh > 0 ? 1.0 / sqrt((double)Dh) : 1.0;
+        return 0;
+    }
+    *scale = PyFloat_AsDouble(obj);
+    if (*scale == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: scale must be a float or None, got %s", fn,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
 static int check_ndim(PyArrayObject *a, const char *fn, const char *arg, int min_ndim, int max_ndim)
 {
     int nd = PyArray_NDIM(a);
@@ -202,20 +243,11 @@ PyArrayObject *ct_input(ct_held *held, PyObject *obj, const char *fn, const char
                         int typenum, int min_ndim, int max_ndim, int optional)
 {
     if (obj == NULL || obj == Py_None) {
-        if (optional) return NULL;
-        PyErr_Format(PyExc_TypeError, "%s: %s is required, got None", fn, arg);
+        if (!optional) PyErr_Format(PyExc_TypeError, "%s: %s is required, got None", fn, arg);
         return NULL;
     }
-    if (!PyArray_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: %s must be a numpy.ndarray, got %s", fn, arg,
-                     Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    PyArrayObject *a = (PyArrayObject *)obj;
-    if (!dtype_ok(a, typenum)) {
-        set_dtype_error(a, fn, arg, typenum);
-        return NULL;
-    }
+    PyArrayObject *a = typed_array(obj, fn, arg, typenum);
+    if (a == NULL) return NULL;
     if (check_ndim(a, fn, arg, min_ndim, max_ndim) < 0) return NULL;
     if (check_blas_limits(a, fn, arg) < 0) return NULL;
     int target = typenum == CT_IDS ? NPY_INT64 : PyArray_TYPE(a);
@@ -233,20 +265,11 @@ PyArrayObject *ct_inplace(ct_held *held, PyObject *obj, const char *fn, const ch
                           const npy_intp *shape, npy_intp size, int optional)
 {
     if (obj == NULL || obj == Py_None) {
-        if (optional) return NULL;
-        PyErr_Format(PyExc_TypeError, "%s: %s is required, got None", fn, arg);
+        if (!optional) PyErr_Format(PyExc_TypeError, "%s: %s is required, got None", fn, arg);
         return NULL;
     }
-    if (!PyArray_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: %s must be a numpy.ndarray, got %s", fn, arg,
-                     Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    PyArrayObject *a = (PyArrayObject *)obj;
-    if (!dtype_ok(a, typenum)) {
-        set_dtype_error(a, fn, arg, typenum);
-        return NULL;
-    }
+    PyArrayObject *a = typed_array(obj, fn, arg, typenum);
+    if (a == NULL) return NULL;
     if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) || !PyArray_ISWRITEABLE(a)) {
         PyErr_Format(PyExc_ValueError,
                      "%s: %s is updated in place, so it must be a C-contiguous, aligned, "
@@ -330,12 +353,6 @@ PyArrayObject *ct_grad(ct_held *held, PyObject *obj, const char *fn, const char 
     if (obj != NULL && obj != Py_None)
         return ct_inplace(held, obj, fn, arg, typenum, ndim, shape, -1, 0);
     return zero_fill ? ct_zeros(held, typenum, ndim, shape) : ct_empty(held, typenum, ndim, shape);
-}
-
-PyArrayObject *ct_grad_like(ct_held *held, PyObject *obj, const char *fn, const char *arg,
-                            PyArrayObject *like)
-{
-    return ct_grad(held, obj, fn, arg, PyArray_TYPE(like), PyArray_NDIM(like), PyArray_DIMS(like), 1);
 }
 
 PyObject *ct_results(int n, ...)

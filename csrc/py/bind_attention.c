@@ -1,5 +1,7 @@
-/* bind_attention.c - the custom bodies of the bindings of attention.c (their
- * signatures are in kernel_table.py). */
+/* bind_attention.c - the custom parts of the bindings of attention.c (the
+ * bindings are generated from kernel_table.py): the mask (broadcast to
+ * (B, H, Tq, Tk)), the options, the multi-head arguments and the calls with
+ * the kernels' weight and gradient structs. */
 #include "../attention.h"
 
 /* ---- shared argument handling ------------------------------------------ */
@@ -51,128 +53,15 @@ static int parse_mask(ct_held *held, PyObject *obj, const char *fn, int t, const
     return 0;
 }
 
-/* is_causal, dropout_p, seed and the scale (default 1/sqrt(Dh)) into o. */
+/* is_causal, dropout_p, seed and the scale (default 1/sqrt(Dh)) into o (the mask is parse_mask's). */
 static int parse_opts(PyObject *o_scale, int is_causal, double dropout_p,
                       unsigned long long seed, npy_intp Dh, const char *fn, ct_attn_opts *o)
 {
     o->is_causal = is_causal;
     o->seed = (uint64_t)seed;
-    if (!(dropout_p >= 0 && dropout_p <= 1)) {
-        PyObject *got = PyFloat_FromDouble(dropout_p);
-        PyErr_Format(PyExc_ValueError, "%s: dropout_p must be in [0, 1], got %R", fn, got);
-        Py_XDECREF(got);
-        return -1;
-    }
+    if (ct_check_probability(dropout_p, fn, "dropout_p")) return -1;
     o->dropout_p = dropout_p;
-    if (o_scale == NULL || o_scale == Py_None) {
-        o->scale = Dh > 0 ? 1.0 / sqrt((double)Dh) : 1.0;
-        return 0;
-    }
-    o->scale = PyFloat_AsDouble(o_scale);
-    if (o->scale == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s: scale must be a float or None, got %s", fn,
-                     Py_TYPE(o_scale)->tp_name);
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- scaled dot-product attention -------------------------------------- */
-
-typedef struct {
-    PyArrayObject *q, *k, *v;
-    npy_intp B, H, Tq, Tk, Dh, Dv;
-    int t;
-    ct_attn_opts opts;
-} sdpa_args;
-
-/* q (B, H, Tq, Dh), k (B, H, Tk, Dh), v (B, H, Tk, Dv), mask and options. */
-static int parse_sdpa(ct_held *held, const char *fn, PyObject *o_q, PyObject *o_k, PyObject *o_v,
-                      PyObject *o_mask, int is_causal, PyObject *o_scale, double dropout_p,
-                      unsigned long long seed, sdpa_args *s)
-{
-    s->q = ct_input(held, o_q, fn, "q", CT_ANY_FLOAT, 4, 4, 0);
-    if (s->q == NULL) return -1;
-    s->t = PyArray_TYPE(s->q);
-    s->B = PyArray_DIM(s->q, 0), s->H = PyArray_DIM(s->q, 1);
-    s->Tq = PyArray_DIM(s->q, 2), s->Dh = PyArray_DIM(s->q, 3);
-    s->k = ct_input(held, o_k, fn, "k", s->t, 4, 4, 0);
-    if (s->k == NULL || ct_check_dim(s->k, fn, "k", 0, s->B, "q.shape[0], the batch") ||
-        ct_check_dim(s->k, fn, "k", 1, s->H, "q.shape[1], the heads") ||
-        ct_check_dim(s->k, fn, "k", 3, s->Dh, "q.shape[3], the head dim"))
-        return -1;
-    s->Tk = PyArray_DIM(s->k, 2);
-    s->v = ct_input(held, o_v, fn, "v", s->t, 4, 4, 0);
-    if (s->v == NULL || ct_check_dim(s->v, fn, "v", 0, s->B, "q.shape[0], the batch") ||
-        ct_check_dim(s->v, fn, "v", 1, s->H, "q.shape[1], the heads") ||
-        ct_check_dim(s->v, fn, "v", 2, s->Tk, "k.shape[2], the keys"))
-        return -1;
-    s->Dv = PyArray_DIM(s->v, 3);
-    npy_intp full[4] = {s->B, s->H, s->Tq, s->Tk};
-    if (parse_mask(held, o_mask, fn, s->t, full, "q", &s->opts.mask)) return -1;
-    return parse_opts(o_scale, is_causal, dropout_p, seed, s->Dh, fn, &s->opts);
-}
-
-/* sdpa_forward(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0, seed=0)
- *   -> (out (B, H, Tq, Dv), probs (B, H, Tq, Tk)) */
-static PyObject *sdpa_forward_impl(const sdpa_forward_args *call, const char *fn)
-{
-    PyObject *o_q = call->o_q, *o_k = call->o_k, *o_v = call->o_v, *o_mask = call->o_mask;
-    PyObject *o_scale = call->o_scale;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    sdpa_args s;
-    if (parse_sdpa(&held, fn, o_q, o_k, o_v, o_mask, is_causal, o_scale, dropout_p, seed, &s))
-        goto fail;
-    npy_intp oshape[4] = {s.B, s.H, s.Tq, s.Dv}, pshape[4] = {s.B, s.H, s.Tq, s.Tk};
-    PyArrayObject *out = ct_empty(&held, s.t, 4, oshape), *probs = ct_empty(&held, s.t, 4, pshape);
-    if (out == NULL || probs == NULL) goto fail;
-    CT_DISPATCH(s.t, sdpa_forward, PyArray_DATA(out), PyArray_DATA(probs), PyArray_DATA(s.q),
-                PyArray_DATA(s.k), PyArray_DATA(s.v), &s.opts, s.B, s.H, s.Tq, s.Tk, s.Dh, s.Dv);
-    return ct_finish(&held, ct_results(2, out, probs));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-/* sdpa_backward(dout, q, k, v, probs, mask=None, is_causal=False, scale=None, dropout_p=0.0,
- *               seed=0, dq=None, dk=None, dv=None) -> (dq, dk, dv); given arrays are += into. */
-static PyObject *sdpa_backward_impl(const sdpa_backward_args *call, const char *fn)
-{
-    PyObject *o_dout = call->o_dout, *o_q = call->o_q, *o_k = call->o_k, *o_v = call->o_v;
-    PyObject *o_p = call->o_probs, *o_mask = call->o_mask, *o_scale = call->o_scale;
-    PyObject *o_dq = call->o_dq, *o_dk = call->o_dk, *o_dv = call->o_dv;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    sdpa_args s;
-    if (parse_sdpa(&held, fn, o_q, o_k, o_v, o_mask, is_causal, o_scale, dropout_p, seed, &s))
-        goto fail;
-    PyArrayObject *dout = ct_input(&held, o_dout, fn, "dout", s.t, 4, 4, 0);
-    npy_intp oshape[4] = {s.B, s.H, s.Tq, s.Dv}, pshape[4] = {s.B, s.H, s.Tq, s.Tk};
-    static const char *what_o[4] = {"q.shape[0]", "q.shape[1]", "q.shape[2]", "v.shape[3]"};
-    static const char *what_p[4] = {"q.shape[0]", "q.shape[1]", "q.shape[2]", "k.shape[2]"};
-    if (dout == NULL) goto fail;
-    for (int ax = 0; ax < 4; ax++)
-        if (ct_check_dim(dout, fn, "dout", ax, oshape[ax], what_o[ax])) goto fail;
-    PyArrayObject *probs = ct_input(&held, o_p, fn, "probs", s.t, 4, 4, 0);
-    if (probs == NULL) goto fail;
-    for (int ax = 0; ax < 4; ax++)
-        if (ct_check_dim(probs, fn, "probs", ax, pshape[ax], what_p[ax])) goto fail;
-    PyArrayObject *dq = ct_grad_like(&held, o_dq, fn, "dq", s.q);
-    PyArrayObject *dk = dq ? ct_grad_like(&held, o_dk, fn, "dk", s.k) : NULL;
-    PyArrayObject *dv = dk ? ct_grad_like(&held, o_dv, fn, "dv", s.v) : NULL;
-    if (dv == NULL) goto fail;
-    CT_DISPATCH_ALLOC(s.t, sdpa_backward, PyArray_DATA(dq), PyArray_DATA(dk),
-                       PyArray_DATA(dv), PyArray_DATA(dout), PyArray_DATA(s.q), PyArray_DATA(s.k),
-                       PyArray_DATA(s.v), PyArray_DATA(probs), &s.opts, s.B, s.H, s.Tq, s.Tk,
-                       s.Dh, s.Dv);
-    return ct_finish(&held, ct_results(3, dq, dk, dv));
-fail:
-    return ct_finish(&held, NULL);
+    return ct_parse_scale(o_scale, Dh, fn, &o->scale);
 }
 
 /* ---- multi-head attention ---------------------------------------------- */
@@ -204,6 +93,17 @@ static int bias_arg(ct_held *held, PyObject *obj, const char *fn, const char *ar
     return ct_check_dim(*out, fn, arg, 0, E, "embed_dim");
 }
 
+/* num_heads > 0 divides embed_dim E (query.shape[2]). */
+static int check_heads(long long num_heads, npy_intp E, const char *fn)
+{
+    if (ct_check_positive(num_heads, fn, "num_heads", 0)) return -1;
+    if (E % num_heads == 0) return 0;
+    PyErr_Format(PyExc_ValueError,
+                 "%s: embed_dim (query.shape[2] = %zd) must be divisible by num_heads (%lld)", fn,
+                 (Py_ssize_t)E, num_heads);
+    return -1;
+}
+
 /* query (B, Tq, E), key (B, Tk, Ek), value (B, Tk, Ev), the eight weights,
  * num_heads, mask and options. */
 static int parse_mha(ct_held *held, const char *fn, PyObject *const o[11], long long num_heads,
@@ -215,14 +115,8 @@ static int parse_mha(ct_held *held, const char *fn, PyObject *const o[11], long 
     a->t = PyArray_TYPE(a->query);
     a->B = PyArray_DIM(a->query, 0), a->Tq = PyArray_DIM(a->query, 1);
     a->E = PyArray_DIM(a->query, 2);
-    if (ct_check_positive(num_heads, fn, "num_heads", 0)) return -1;
+    if (check_heads(num_heads, a->E, fn)) return -1;
     a->H = (npy_intp)num_heads;
-    if (a->E % a->H != 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: embed_dim (query.shape[2] = %zd) must be divisible by num_heads (%lld)",
-                     fn, (Py_ssize_t)a->E, num_heads);
-        return -1;
-    }
     a->key = ct_input(held, o[1], fn, "key", a->t, 3, 3, 0);
     if (a->key == NULL || ct_check_dim(a->key, fn, "key", 0, a->B, "query.shape[0], the batch"))
         return -1;
@@ -257,54 +151,32 @@ static int parse_mha(ct_held *held, const char *fn, PyObject *const o[11], long 
             (const T *)PyArray_DATA((a).wo), (const T *)CT_DATA((a).bo)                    \
     }
 
-/* mha_forward(query, key, value, q_weight, k_weight, v_weight, q_bias, k_bias, v_bias,
- *             out_weight, out_bias, num_heads, mask=None, is_causal=False, dropout_p=0.0,
- *             seed=0) -> (out (B, Tq, E), q (B, H, Tq, Dh), k (B, H, Tk, Dh),
- *                         v (B, H, Tk, Dh), probs (B, H, Tq, Tk), context (B, Tq, E)) */
-static PyObject *mha_forward_impl(const mha_forward_args *call, const char *fn)
-{
-    PyObject *const o[11] = {call->o_query, call->o_key, call->o_value, call->o_q_weight,
-                             call->o_k_weight, call->o_v_weight, call->o_q_bias, call->o_k_bias,
-                             call->o_v_bias, call->o_out_weight, call->o_out_bias};
-    PyObject *o_mask = call->o_mask;
-    long long num_heads = call->num_heads;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    mha_args a;
-    if (parse_mha(&held, fn, o, num_heads, o_mask, is_causal, dropout_p, seed, &a)) goto fail;
-    npy_intp Dh = a.E / a.H;
-    npy_intp out_shape[3] = {a.B, a.Tq, a.E}, qh_shape[4] = {a.B, a.H, a.Tq, Dh};
-    npy_intp kh_shape[4] = {a.B, a.H, a.Tk, Dh}, p_shape[4] = {a.B, a.H, a.Tq, a.Tk};
-    PyArrayObject *out = ct_empty(&held, a.t, 3, out_shape), *ctx = ct_empty(&held, a.t, 3, out_shape);
-    PyArrayObject *qh = ct_empty(&held, a.t, 4, qh_shape), *kh = ct_empty(&held, a.t, 4, kh_shape);
-    PyArrayObject *vh = ct_empty(&held, a.t, 4, kh_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
-    if (!out || !ctx || !qh || !kh || !vh || !probs) goto fail;
-    int status;
-    CT_BEGIN_KERNEL
-    if (a.t == NPY_FLOAT32) {
-        mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
-        status = mha_forward_f32(PyArray_DATA(out), PyArray_DATA(qh), PyArray_DATA(kh),
-                                 PyArray_DATA(vh), PyArray_DATA(probs), PyArray_DATA(ctx),
-                                 PyArray_DATA(a.query), PyArray_DATA(a.key), PyArray_DATA(a.value),
-                                 &w, &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
-    } else {
-        mha_weights_f64 w = MHA_WEIGHTS(_f64, double, a);
-        status = mha_forward_f64(PyArray_DATA(out), PyArray_DATA(qh), PyArray_DATA(kh),
-                                 PyArray_DATA(vh), PyArray_DATA(probs), PyArray_DATA(ctx),
-                                 PyArray_DATA(a.query), PyArray_DATA(a.key), PyArray_DATA(a.value),
-                                 &w, &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
+/* mha_forward_call_f32/_f64 and mha_backward_call_f32/_f64: the kernels, with
+ * the weights of `a` and the gradients g[] (dquery, dkey, dvalue, dwq, dwk, dwv,
+ * dbq, dbk, dbv, dwo, dbo; NULL for a bias not given) as the kernel's structs. */
+#define MHA_CALLS(sfx, T)                                                                       \
+    static int mha_forward_call##sfx(const mha_args *a, T *out, T *qh, T *kh, T *vh, T *probs,   \
+                                     T *ctx)                                                    \
+    {                                                                                           \
+        CT_CAT(mha_weights, sfx) w = MHA_WEIGHTS(sfx, T, *a);                                   \
+        return CT_CAT(mha_forward, sfx)(out, qh, kh, vh, probs, ctx, PyArray_DATA(a->query),     \
+                                        PyArray_DATA(a->key), PyArray_DATA(a->value), &w,       \
+                                        &a->opts, a->B, a->Tq, a->Tk, a->E, a->Ek, a->Ev, a->H); \
+    }                                                                                           \
+    static int mha_backward_call##sfx(const mha_args *a, PyArrayObject *const g[11],            \
+                                      const T *dout, const T *qh, const T *kh, const T *vh,     \
+                                      const T *probs, const T *ctx)                             \
+    {                                                                                           \
+        CT_CAT(mha_weights, sfx) w = MHA_WEIGHTS(sfx, T, *a);                                   \
+        CT_CAT(mha_grads, sfx) gr = {CT_DATA(g[0]), CT_DATA(g[1]), CT_DATA(g[2]), CT_DATA(g[3]), \
+                                     CT_DATA(g[4]), CT_DATA(g[5]), CT_DATA(g[6]), CT_DATA(g[7]), \
+                                     CT_DATA(g[8]), CT_DATA(g[9]), CT_DATA(g[10])};             \
+        return CT_CAT(mha_backward, sfx)(&gr, dout, PyArray_DATA(a->query), PyArray_DATA(a->key), \
+                                         PyArray_DATA(a->value), &w, qh, kh, vh, probs, ctx,     \
+                                         &a->opts, a->B, a->Tq, a->Tk, a->E, a->Ek, a->Ev, a->H); \
     }
-    CT_END_KERNEL
-    if (status) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    return ct_finish(&held, ct_results(6, out, qh, kh, vh, probs, ctx));
-fail:
-    return ct_finish(&held, NULL);
-}
+MHA_CALLS(_f32, float)
+MHA_CALLS(_f64, double)
 
 /* One saved array of mha_forward: dtype t and exactly `shape`. */
 static PyArrayObject *saved_arg(ct_held *held, PyObject *obj, const char *fn, const char *arg,
@@ -313,91 +185,6 @@ static PyArrayObject *saved_arg(ct_held *held, PyObject *obj, const char *fn, co
     PyArrayObject *s = ct_input(held, obj, fn, arg, t, nd, nd, 0);
     if (s == NULL || ct_check_dims(s, fn, arg, nd, shape, "its shape in mha_forward", 0)) return NULL;
     return s;
-}
-
-/* The kernel's gradient struct of dtype suffix sfx / element type T; g[] in the
- * order dquery, dkey, dvalue, dwq, dwk, dwv, dbq, dbk, dbv, dwo, dbo. */
-#define MHA_GRADS(sfx, T, g)                                                               \
-    (CT_CAT(mha_grads, sfx))                                                               \
-    {                                                                                      \
-        (T *)CT_DATA(g[0]), (T *)CT_DATA(g[1]), (T *)CT_DATA(g[2]), (T *)CT_DATA(g[3]),     \
-            (T *)CT_DATA(g[4]), (T *)CT_DATA(g[5]), (T *)CT_DATA(g[6]), (T *)CT_DATA(g[7]), \
-            (T *)CT_DATA(g[8]), (T *)CT_DATA(g[9]), (T *)CT_DATA(g[10])                    \
-    }
-
-/* mha_backward(dout, query, key, value, q_weight, k_weight, v_weight, q_bias, k_bias,
- *              v_bias, out_weight, out_bias, num_heads, q, k, v, probs, context,
- *              mask=None, is_causal=False, dropout_p=0.0, seed=0,
- *              dquery=None, dkey=None, dvalue=None, dq_weight=None, dk_weight=None,
- *              dv_weight=None, dq_bias=None, dk_bias=None, dv_bias=None,
- *              dout_weight=None, dout_bias=None)
- *   -> (dquery, dkey, dvalue, dq_weight, dk_weight, dv_weight, dq_bias | None,
- *       dk_bias | None, dv_bias | None, dout_weight, dout_bias | None)
- *   Given gradient arrays are accumulated into; bias gradients are None when the bias is. */
-static PyObject *mha_backward_impl(const mha_backward_args *call, const char *fn)
-{
-    static const char *gnames[11] = {"dquery", "dkey", "dvalue", "dq_weight", "dk_weight",
-                                     "dv_weight", "dq_bias", "dk_bias", "dv_bias", "dout_weight",
-                                     "dout_bias"};
-    PyObject *const o[11] = {call->o_query, call->o_key, call->o_value, call->o_q_weight,
-                             call->o_k_weight, call->o_v_weight, call->o_q_bias, call->o_k_bias,
-                             call->o_v_bias, call->o_out_weight, call->o_out_bias};
-    PyObject *o_mask = call->o_mask;
-    long long num_heads = call->num_heads;
-    PyObject *o_dout = call->o_dout;
-    PyObject *const os[5] = {call->o_q, call->o_k, call->o_v, call->o_probs, call->o_context};
-    PyObject *const og[11] = {call->o_dquery, call->o_dkey, call->o_dvalue, call->o_dq_weight,
-                              call->o_dk_weight, call->o_dv_weight, call->o_dq_bias, call->o_dk_bias,
-                              call->o_dv_bias, call->o_dout_weight, call->o_dout_bias};
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    mha_args a;
-    if (parse_mha(&held, fn, o, num_heads, o_mask, is_causal, dropout_p, seed, &a)) goto fail;
-    npy_intp Dh = a.E / a.H;
-    npy_intp out_shape[3] = {a.B, a.Tq, a.E}, qh_shape[4] = {a.B, a.H, a.Tq, Dh};
-    npy_intp kh_shape[4] = {a.B, a.H, a.Tk, Dh}, p_shape[4] = {a.B, a.H, a.Tq, a.Tk};
-    PyArrayObject *dout = saved_arg(&held, o_dout, fn, "dout", a.t, 3, out_shape);
-    PyArrayObject *qh = dout ? saved_arg(&held, os[0], fn, "q", a.t, 4, qh_shape) : NULL;
-    PyArrayObject *kh = qh ? saved_arg(&held, os[1], fn, "k", a.t, 4, kh_shape) : NULL;
-    PyArrayObject *vh = kh ? saved_arg(&held, os[2], fn, "v", a.t, 4, kh_shape) : NULL;
-    PyArrayObject *probs = vh ? saved_arg(&held, os[3], fn, "probs", a.t, 4, p_shape) : NULL;
-    PyArrayObject *ctx = probs ? saved_arg(&held, os[4], fn, "context", a.t, 3, out_shape) : NULL;
-    if (ctx == NULL) goto fail;
-    /* Gradients shaped like the inputs; bias gradients only for biases given. */
-    PyArrayObject *like[11] = {a.query, a.key, a.value, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.wo, a.bo};
-    PyArrayObject *g[11];
-    for (int i = 0; i < 11; i++) {
-        g[i] = NULL;
-        if (like[i] == NULL) continue;
-        if (!(g[i] = ct_grad_like(&held, og[i], fn, gnames[i], like[i]))) goto fail;
-    }
-    int status;
-    CT_BEGIN_KERNEL
-    if (a.t == NPY_FLOAT32) {
-        mha_weights_f32 w = MHA_WEIGHTS(_f32, float, a);
-        mha_grads_f32 gr = MHA_GRADS(_f32, float, g);
-        status = mha_backward_f32(&gr, PyArray_DATA(dout), PyArray_DATA(a.query),
-                                  PyArray_DATA(a.key), PyArray_DATA(a.value), &w, PyArray_DATA(qh),
-                                  PyArray_DATA(kh), PyArray_DATA(vh), PyArray_DATA(probs),
-                                  PyArray_DATA(ctx), &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
-    } else {
-        mha_weights_f64 w = MHA_WEIGHTS(_f64, double, a);
-        mha_grads_f64 gr = MHA_GRADS(_f64, double, g);
-        status = mha_backward_f64(&gr, PyArray_DATA(dout), PyArray_DATA(a.query),
-                                  PyArray_DATA(a.key), PyArray_DATA(a.value), &w, PyArray_DATA(qh),
-                                  PyArray_DATA(kh), PyArray_DATA(vh), PyArray_DATA(probs),
-                                  PyArray_DATA(ctx), &a.opts, a.B, a.Tq, a.Tk, a.E, a.Ek, a.Ev, a.H);
-    }
-    CT_END_KERNEL
-    if (status) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    return ct_finish(&held, ct_results(11, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10]));
-fail:
-    return ct_finish(&held, NULL);
 }
 
 /* ---- packed multi-head attention ------------------------------------- */
@@ -425,14 +212,8 @@ static int parse_packed(ct_held *held, const char *fn, PyObject *const o[6], lon
     s->B = PyArray_DIM(a->query, bax), s->Tq = PyArray_DIM(a->query, tax);
     s->E = PyArray_DIM(a->query, 2);
     s->self_attn = self_attn, s->seq_first = seq_first;
-    if (ct_check_positive(num_heads, fn, "num_heads", 0)) return -1;
+    if (check_heads(num_heads, s->E, fn)) return -1;
     s->H = (ct_int)num_heads;
-    if (s->E % s->H != 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: embed_dim (query.shape[2] = %zd) must be divisible by num_heads (%lld)",
-                     fn, (Py_ssize_t)s->E, num_heads);
-        return -1;
-    }
     a->kv = NULL;
     s->Tk = s->Tq;
     if (self_attn && o[1] != Py_None) {
@@ -466,119 +247,4 @@ static void packed_rows_shape(const packed_args *a, npy_intp T, npy_intp cols, n
     out[0] = a->shape.seq_first ? T : a->shape.B;
     out[1] = a->shape.seq_first ? a->shape.B : T;
     out[2] = cols;
-}
-
-/* mha_packed_forward(query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias, num_heads,
- *                    self_attn, seq_first, mask=None, is_causal=False, dropout_p=0.0, seed=0)
- *   -> (out like query, proj_q (.., 3E | E), proj_kv (.., 2E) | None, probs (B, H, Tq, Tk)
- *       before dropout, context like query) */
-static PyObject *mha_packed_forward_impl(const mha_packed_forward_args *call, const char *fn)
-{
-    PyObject *const o[6] = {call->o_query, call->o_kv, call->o_in_proj_weight, call->o_in_proj_bias,
-                            call->o_out_weight, call->o_out_bias};
-    PyObject *o_mask = call->o_mask;
-    long long num_heads = call->num_heads;
-    int self_attn = call->self_attn, seq_first = call->seq_first;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    packed_args a;
-    if (parse_packed(&held, fn, o, num_heads, self_attn, seq_first, o_mask, is_causal, dropout_p,
-                     seed, &a))
-        goto fail;
-    ct_mha_shape *s = &a.shape;
-    npy_intp out_shape[3], pq_shape[3], pkv_shape[3];
-    npy_intp p_shape[4] = {s->B, s->H, s->Tq, s->Tk};
-    packed_rows_shape(&a, s->Tq, s->E, out_shape);
-    packed_rows_shape(&a, s->Tq, self_attn ? 3 * s->E : s->E, pq_shape);
-    packed_rows_shape(&a, s->Tk, 2 * s->E, pkv_shape);
-    PyArrayObject *out = ct_empty(&held, a.t, 3, out_shape), *ctx = ct_empty(&held, a.t, 3, out_shape);
-    PyArrayObject *pq = ct_empty(&held, a.t, 3, pq_shape), *probs = ct_empty(&held, a.t, 4, p_shape);
-    PyArrayObject *pkv = self_attn ? NULL : ct_empty(&held, a.t, 3, pkv_shape);
-    if (!out || !ctx || !pq || !probs || (!self_attn && !pkv)) goto fail;
-        CT_DISPATCH_ALLOC(a.t, mha_packed_forward, PyArray_DATA(out), PyArray_DATA(pq),
-                       CT_DATA(pkv), PyArray_DATA(probs), PyArray_DATA(ctx), PyArray_DATA(a.query),
-                       CT_DATA(a.kv), PyArray_DATA(a.w_in), CT_DATA(a.b_in), PyArray_DATA(a.wo),
-                       CT_DATA(a.bo), &a.opts, s);
-    return ct_finish(&held, ct_results(5, out, pq, pkv, probs, ctx));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-/* mha_packed_backward(dout, query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias,
- *                     num_heads, self_attn, seq_first, proj_q, proj_kv, probs, context,
- *                     mask=None, is_causal=False, dropout_p=0.0, seed=0, need_dquery=True,
- *                     need_dkv=True)
- *   -> (dquery | None, dkv | None, din_proj_weight, din_proj_bias | None, dout_weight,
- *       dout_bias | None), fresh arrays */
-static PyObject *mha_packed_backward_impl(const mha_packed_backward_args *call, const char *fn)
-{
-    PyObject *const o[6] = {call->o_query, call->o_kv, call->o_in_proj_weight, call->o_in_proj_bias,
-                            call->o_out_weight, call->o_out_bias};
-    PyObject *o_mask = call->o_mask;
-    long long num_heads = call->num_heads;
-    int self_attn = call->self_attn, seq_first = call->seq_first;
-    PyObject *o_dout = call->o_dout;
-    PyObject *const os[4] = {call->o_proj_q, call->o_proj_kv, call->o_probs, call->o_context};
-    int need_dq = call->need_dquery, need_dkv = call->need_dkv;
-    int is_causal = call->is_causal;
-    double dropout_p = call->dropout_p;
-    unsigned long long seed = call->seed;
-    ct_held held = {0};
-    packed_args a;
-    if (parse_packed(&held, fn, o, num_heads, self_attn, seq_first, o_mask, is_causal, dropout_p,
-                     seed, &a))
-        goto fail;
-    ct_mha_shape *s = &a.shape;
-    npy_intp out_shape[3], pq_shape[3], pkv_shape[3];
-    npy_intp p_shape[4] = {s->B, s->H, s->Tq, s->Tk};
-    packed_rows_shape(&a, s->Tq, s->E, out_shape);
-    packed_rows_shape(&a, s->Tq, self_attn ? 3 * s->E : s->E, pq_shape);
-    packed_rows_shape(&a, s->Tk, 2 * s->E, pkv_shape);
-    PyArrayObject *dout = saved_arg(&held, o_dout, fn, "dout", a.t, 3, out_shape);
-    PyArrayObject *pq = dout ? saved_arg(&held, os[0], fn, "proj_q", a.t, 3, pq_shape) : NULL;
-    PyArrayObject *pkv = NULL;
-    if (pq && !self_attn) pkv = saved_arg(&held, os[1], fn, "proj_kv", a.t, 3, pkv_shape);
-    PyArrayObject *probs = pq && (self_attn || pkv) ? saved_arg(&held, os[2], fn, "probs", a.t, 4, p_shape) : NULL;
-    PyArrayObject *ctx = probs ? saved_arg(&held, os[3], fn, "context", a.t, 3, out_shape) : NULL;
-    if (ctx == NULL) goto fail;
-    PyArrayObject *dq = need_dq ? ct_grad_like(&held, NULL, fn, "dquery", a.query) : NULL;
-    PyArrayObject *dkv = need_dkv && !self_attn ? ct_grad_like(&held, NULL, fn, "dkv", a.kv) : NULL;
-    PyArrayObject *dw_in = ct_grad_like(&held, NULL, fn, "din_proj_weight", a.w_in);
-    PyArrayObject *db_in = a.b_in ? ct_grad_like(&held, NULL, fn, "din_proj_bias", a.b_in) : NULL;
-    PyArrayObject *dwo = ct_grad_like(&held, NULL, fn, "dout_weight", a.wo);
-    PyArrayObject *dbo = a.bo ? ct_grad_like(&held, NULL, fn, "dout_bias", a.bo) : NULL;
-    if ((need_dq && !dq) || (need_dkv && !self_attn && !dkv) || !dw_in || (a.b_in && !db_in) ||
-        !dwo || (a.bo && !dbo))
-        goto fail;
-    CT_DISPATCH_ALLOC(a.t, mha_packed_backward, CT_DATA(dq), CT_DATA(dkv),
-                       PyArray_DATA(dw_in), CT_DATA(db_in), PyArray_DATA(dwo), CT_DATA(dbo),
-                       PyArray_DATA(dout), PyArray_DATA(a.query), CT_DATA(a.kv),
-                       PyArray_DATA(a.w_in), PyArray_DATA(a.wo), PyArray_DATA(pq), CT_DATA(pkv),
-                       PyArray_DATA(probs), PyArray_DATA(ctx), &a.opts, s);
-    PyArrayObject *res[6] = {dq, dkv, dw_in, db_in, dwo, dbo};
-    return ct_finish(&held, ct_results(6, res[0], res[1], res[2], res[3], res[4], res[5]));
-fail:
-    return ct_finish(&held, NULL);
-}
-
-/* ---- positional encoding ----------------------------------------------- */
-
-/* positional_encoding(max_len, d_model, double=False) -> pe (max_len, d_model) */
-static PyObject *positional_encoding_impl(const positional_encoding_args *call, const char *fn)
-{
-    long long max_len = call->max_len, d_model = call->d_model;
-    int is_double = call->double_;
-    ct_held held = {0};
-    if (ct_check_positive(max_len, fn, "max_len", 1) || ct_check_positive(d_model, fn, "d_model", 1))
-        return NULL;
-    int t = is_double ? NPY_FLOAT64 : NPY_FLOAT32;
-    npy_intp shape[2] = {(npy_intp)max_len, (npy_intp)d_model};
-    PyArrayObject *pe = ct_empty(&held, t, 2, shape);
-    if (pe == NULL) goto fail;
-    CT_DISPATCH(t, positional_encoding, PyArray_DATA(pe), shape[0], shape[1]);
-    return ct_finish(&held, ct_ret(pe));
-fail:
-    return ct_finish(&held, NULL);
 }

@@ -69,6 +69,12 @@ void ct_release(ct_held *held);
 PyArrayObject *ct_input(ct_held *held, PyObject *obj, const char *fn, const char *arg,
                         int typenum, int min_ndim, int max_ndim, int optional);
 
+/* The dtype (float32 / float64) of an array argument that decides the
+ * kernel, read before the array itself is checked; else TypeError. */
+int ct_float_type(PyObject *obj, const char *fn, const char *arg, int *t);
+/* The attention scale: obj as a float, or 1/sqrt(Dh) for None / NULL. */
+int ct_parse_scale(PyObject *obj, npy_intp Dh, const char *fn, double *scale);
+
 /* An array the kernel writes into in place (optimizer state, gradient
  * accumulators, caches): must be C-contiguous, aligned, writeable, in the
  * machine's byte order, of dtype `typenum` and of exactly `ndim`/`shape`
@@ -100,12 +106,9 @@ int ct_check_shape(PyArrayObject *a, const char *fn, const char *arg, int ndim,
  * (checked by ct_inplace: exact shape, C-contiguous, writeable, no overlap
  * with the call's other arrays), or when obj is None / NULL a new array,
  * of zeros (zero_fill) or uninitialised (for a kernel told to write rather
- * than add).  NULL only with an error set.  ct_grad_like: zeros shaped and
- * typed like `like`. */
+ * than add).  NULL only with an error set. */
 PyArrayObject *ct_grad(ct_held *held, PyObject *obj, const char *fn, const char *arg, int typenum,
                        int ndim, const npy_intp *shape, int zero_fill);
-PyArrayObject *ct_grad_like(ct_held *held, PyObject *obj, const char *fn, const char *arg,
-                            PyArrayObject *like);
 /* A new tuple of `n` arrays (PyArrayObject *, new references), None for
  * each NULL: the result of a kernel with optional outputs. */
 PyObject *ct_results(int n, ...);

@@ -15,7 +15,7 @@ Each kernel's signature is written once, in the table: from it come
     python3 csrc/py/generate_bindings.py            # write both
     python3 csrc/py/generate_bindings.py --check    # exit 1 if _bindings.py is stale
 
-The table's vocabulary (Kernel, In, Grad, Out, C, Call, Return) is defined
+The table's vocabulary (Kernel, In, InPlace, Grad, Out, C, Call, Return) is defined
 here; see kernel_table.py for what each step emits.
 """
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import keyword
 import re
 import sys
 import textwrap
@@ -112,12 +111,12 @@ def parse_args(spec: str) -> List[Arg]:
 
 
 def split_top(spec: str) -> List[str]:
-    """Split at commas outside brackets."""
+    """Split at commas outside brackets and braces."""
     parts, depth, cur = [], 0, ""
     for ch in spec:
-        if ch in "[(":
+        if ch in "[({":
             depth += 1
-        elif ch in "])":
+        elif ch in "])}":
             depth -= 1
         if ch == "," and depth == 0:
             parts.append(cur)
@@ -157,6 +156,21 @@ class In:
     checks: Sequence[str] = ()
     none_ok: bool = False
     arg: Optional[str] = None  # argument name when it differs from the C variable
+
+
+@dataclasses.dataclass
+class InPlace:
+    """An array written in place (ct_inplace: C-contiguous, writeable, no
+    overlap with the others): dtype as for In ("float" defines t and nd);
+    exact shape of `like` when given; `optional` (a C condition) lets it
+    be None (NULL); `when` (a C condition) says whether it is read at all;
+    then the checks, as for In."""
+    name: str
+    dtype: str = "t"
+    like: Optional[str] = None
+    optional: str = "0"
+    when: Optional[str] = None
+    checks: Sequence[str] = ()
 
 
 @dataclasses.dataclass
@@ -272,31 +286,48 @@ def emit_in(step: In, arrays: dict, k: Kernel) -> List[str]:
     return lines
 
 
+def emit_inplace(step: InPlace, arrays: dict) -> List[str]:
+    shape = f"PyArray_NDIM({step.like}), PyArray_DIMS({step.like})" if step.like else "0, NULL"
+    make = (f'ct_inplace(&held, o_{step.name}, fn, "{step.name}", {DTYPES[step.dtype]}, {shape}, -1, '
+            f"{step.optional})")
+    checks = " || ".join(c.replace('"@"', f'"{step.name}"').replace("@", step.name) for c in step.checks)
+    cond = f"({step.name} == NULL && PyErr_Occurred())" + (f" || ({step.name} && ({checks}))" if checks else "")
+    arrays[step.name] = True
+    if step.when is not None:
+        lines = [f"PyArrayObject *{step.name} = ({step.when}) ? {make} : NULL;"]
+    else:
+        lines = [f"PyArrayObject *{step.name} = {make};"]
+    lines.append(f"if ({cond}) goto fail;")
+    if step.dtype == "float":
+        lines += [f"int t = PyArray_TYPE({step.name}), nd = PyArray_NDIM({step.name});", "(void)nd;"]
+    return lines
+
+
 def shape_of(like: Optional[str], shape: Optional[Tuple[str, str]]) -> Tuple[str, str]:
     if like is not None:
         return f"PyArray_NDIM({like})", f"PyArray_DIMS({like})"
     return shape
 
 
+def new_array(name: str, make: str, when: Optional[str], arrays: dict) -> List[str]:
+    """PyArrayObject *name = make (only when `when`, else NULL); NULL from make fails."""
+    arrays[name] = True
+    if when is None:
+        return [f"PyArrayObject *{name} = {make};", f"if ({name} == NULL) goto fail;"]
+    return [f"PyArrayObject *{name} = NULL;", f"if (({when}) && !({name} = {make})) goto fail;"]
+
+
 def emit_grad(step: Grad, arrays: dict) -> List[str]:
     nd, dims = shape_of(step.like, step.shape)
     obj = f"o_{step.arg}" if step.arg else "NULL"
     make = f'ct_grad(&held, {obj}, fn, "{step.arg or step.name}", t, {nd}, {dims}, {step.zero_fill})'
-    arrays[step.name] = True
-    if step.when is None:
-        return [f"PyArrayObject *{step.name} = {make};", f"if ({step.name} == NULL) goto fail;"]
-    return [f"PyArrayObject *{step.name} = NULL;",
-            f"if (({step.when}) && !({step.name} = {make})) goto fail;"]
+    return new_array(step.name, make, step.when, arrays)
 
 
 def emit_out(step: Out, arrays: dict) -> List[str]:
     nd, dims = shape_of(step.like, step.shape)
     make = f"ct_{'zeros' if step.zeros else 'empty'}(&held, {DTYPES.get(step.dtype, step.dtype)}, {nd}, {dims})"
-    arrays[step.name] = True
-    if step.when is None:
-        return [f"PyArrayObject *{step.name} = {make};", f"if ({step.name} == NULL) goto fail;"]
-    return [f"PyArrayObject *{step.name} = NULL;",
-            f"if (({step.when}) && !({step.name} = {make})) goto fail;"]
+    return new_array(step.name, make, step.when, arrays)
 
 
 def emit_call(step: Call, arrays: dict) -> List[str]:
@@ -319,6 +350,8 @@ def generated_body(k: Kernel) -> List[str]:
     for step in k.body:
         if isinstance(step, In):
             lines += emit_in(step, arrays, k)
+        elif isinstance(step, InPlace):
+            lines += emit_inplace(step, arrays)
         elif isinstance(step, Grad):
             lines += emit_grad(step, arrays)
         elif isinstance(step, Out):
@@ -361,7 +394,7 @@ def method_doc(k: Kernel) -> str:
 
 
 def render_family_c(family: str, kernels: List[Kernel]) -> str:
-    out = [f"/* GENERATED by csrc/py/generate_bindings.py from kernel_table.py - do not edit. */",
+    out = ["/* GENERATED by csrc/py/generate_bindings.py from kernel_table.py - do not edit. */",
            '#include "../ct_py.h"', ""]
     for k in kernels:
         if k.body is None:
