@@ -191,8 +191,11 @@ def test_ctrl_c_during_training_keeps_the_last_finished_epoch(tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "ctransformer", "demo", *SMALL, "--train-size", "3000", "--epochs", "50",
                "--output-dir", str(out)]
+    # A shell that starts a job in the background (`cmd &` without job
+    # control) ignores SIGINT for it, and an ignored SIGINT is inherited and
+    # kept by Python: give the demo the disposition of a terminal's process.
     proc = subprocess.Popen(command, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 300
         for line in proc.stdout:

@@ -296,7 +296,10 @@ NOT_DIFFERENTIABLE = {
     "containers and bases (their members are covered)": "Module ModuleDict ModuleList RNNBase RNNCellBase",
     "typing re-exports of nn.functional": "Optional Sequence apply_op",
     "settings, layout and index queries (no float result)": "compile set_default_device get_default_device "
-                                                          "set_printoptions stride data_ptr triu_indices tril_indices",
+                                                          "set_printoptions stride data_ptr triu_indices tril_indices "
+                                                          "use_deterministic_algorithms "
+                                                          "are_deterministic_algorithms_enabled "
+                                                          "is_deterministic_algorithms_warn_only_enabled",
 }
 
 # names whose case is under another key
