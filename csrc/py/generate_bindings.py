@@ -464,12 +464,19 @@ def render_python(kernels: List[Kernel]) -> str:
 
 # ---------------------------------------------------------------- driver
 
+TABLE_FILES = ("kernel_table", "kernel_table_seq")  # in this order: the second adds to the first's KERNELS
+
+
 def load_table():
-    spec = importlib.util.spec_from_file_location("kernel_table", HERE / "kernel_table.py")
-    module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("generate_bindings", sys.modules[__name__])
-    spec.loader.exec_module(module)
-    return module.KERNELS
+    modules = []
+    for name in TABLE_FILES:
+        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # kernel_table_seq imports kernel_table
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return modules[0].KERNELS
 
 
 def families(kernels: List[Kernel]) -> List[str]:
