@@ -464,16 +464,20 @@ def render_python(kernels: List[Kernel]) -> str:
 
 # ---------------------------------------------------------------- driver
 
-TABLE_FILES = ("kernel_table", "kernel_table_seq")  # in this order: the second adds to the first's KERNELS
+# The table's files, in order: the second adds to the first's KERNELS.  Each
+# is imported as binding_<file> (kernel_table_seq imports binding_kernel_table),
+# names that cannot clash with a caller's modules (the tests have their own
+# kernel_table).
+TABLE_FILES = ("kernel_table", "kernel_table_seq")
 
 
 def load_table():
     sys.modules.setdefault("generate_bindings", sys.modules[__name__])
     modules = []
     for name in TABLE_FILES:
-        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"binding_{name}", HERE / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # kernel_table_seq imports kernel_table
+        sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         modules.append(module)
     return modules[0].KERNELS

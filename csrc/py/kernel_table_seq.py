@@ -1,7 +1,7 @@
 """The specification table, continued: the decode, optim, recurrent and
 attention families (kernel_table.py explains the entries and steps)."""
 from generate_bindings import C, Call, Grad, In, InPlace, Out, dim, like  # noqa: F401
-from kernel_table import ARRAY, OPT, kernel, row_vector, rows  # noqa: F401
+from binding_kernel_table import ARRAY, OPT, kernel, row_vector, rows  # noqa: F401  (kernel_table.py)
 
 
 # ------------------------------------------------------------------ decode
