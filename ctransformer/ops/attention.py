@@ -98,11 +98,7 @@ def mha(query: Tensor, key: Tensor, value: Tensor, num_heads: int, q_w: Optional
                              grad_masks.shaped(ms) if grad_masks else [], is_causal, mult, average_attn_weights)
 
     def backward(g):
-        g_attn = None
-        if need_weights:
-            g, g_attn = g
-            if not np.any(g_attn):
-                g_attn = None
+        g, g_attn = _split_weights_grad(g, need_weights)
         if g_attn is not None or gm:
             return mha_composite_grads(parents, g, g_attn, run)
         gr = K.mha_backward(np.ascontiguousarray(g), *args, saved, **opts, **weights)
@@ -112,10 +108,7 @@ def mha(query: Tensor, key: Tensor, value: Tensor, num_heads: int, q_w: Optional
                 None if packed else gr.v_weight, gr.in_proj_weight, gr.in_proj_bias,
                 gr.out_weight, gr.out_bias)
 
-    if need_weights:
-        out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention", saved=parents)
-        return out_t, attn_t
-    return apply_op(out, parents, backward, name="MultiheadAttention", saved=parents), None
+    return _mha_node(out, attn, parents, backward)
 
 
 def mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: Tensor, in_b: Optional[Tensor],
@@ -155,11 +148,7 @@ def mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: Te
         return (out.transpose(0, 1) if seq_first else out), w_attn
 
     def backward(g):
-        g_attn = None
-        if need_weights:
-            g, g_attn = g
-            if not np.any(g_attn):
-                g_attn = None
+        g, g_attn = _split_weights_grad(g, need_weights)
         if g_attn is not None or gm:
             return mha_composite_grads(parents, g, g_attn, run)
         gr = K.mha_packed_backward(np.ascontiguousarray(g), *args, saved, seq_first=seq_first, **opts,
@@ -167,7 +156,23 @@ def mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: Te
                                    need_dkv=memory is not None and memory.requires_grad)
         return gr.query, gr.kv, gr.in_proj_weight, gr.in_proj_bias, gr.out_weight, gr.out_bias
 
-    if need_weights:
+    return _mha_node(out, attn, parents, backward)
+
+
+def _split_weights_grad(g, need_weights: bool):
+    """Backward's incoming gradient of a multi-head op -> (g_out, g_weights or
+    None); a weights gradient of all zeros counts as none (the fused kernel
+    then runs instead of the composite re-run)."""
+    if not need_weights:
+        return g, None
+    g_out, g_attn = g
+    return g_out, (g_attn if np.any(g_attn) else None)
+
+
+def _mha_node(out: np.ndarray, attn: Optional[np.ndarray], parents, backward) -> Tuple[Tensor, Optional[Tensor]]:
+    """The one autograd node of a multi-head op: (out, weights) when the
+    weights were asked for (attn not None), else (out, None)."""
+    if attn is not None:
         out_t, attn_t = apply_op((out, attn), parents, backward, name="MultiheadAttention", saved=parents)
         return out_t, attn_t
     return apply_op(out, parents, backward, name="MultiheadAttention", saved=parents), None
