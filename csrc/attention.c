@@ -65,8 +65,9 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
 }
 
 /* Multiply the weights of slice (b, h) by their dropout factors: weight
- * `flat` (see ct_attn_opts) is dropped (factor 0) when
- * ct_random_uniform(seed, flat) < p, else scaled by 1 / (1 - p). */
+ * `flat` (see ct_attn_opts) is dropped (factor 0) unless
+ * ct_random_kept(seed, flat, ct_random_threshold(p)), else scaled by
+ * 1 / (1 - p).  The keep flags come in chunks from ct_random_keep_range. */
 CT_VECTOR_CLONES
 static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
 {
@@ -75,8 +76,13 @@ static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int 
     real keep = p >= 1 ? (real)0 : (real)(1.0 / (1.0 - p));
     uint64_t base = (uint64_t)bh * (uint64_t)(Tq * Tk);
     uint64_t threshold = ct_random_threshold(p);
-    for (ct_int n = 0; n < Tq * Tk; n++)
-        P[n] *= ct_random_kept(o->seed, base + (uint64_t)n, threshold) ? keep : (real)0;
+    enum { CHUNK = 256 };
+    uint8_t kept[CHUNK];
+    for (ct_int n0 = 0; n0 < Tq * Tk; n0 += CHUNK) {
+        ct_int len = CT_MIN((ct_int)CHUNK, Tq * Tk - n0);
+        ct_random_keep_range(kept, len, o->seed, base + (uint64_t)n0, threshold);
+        for (ct_int n = 0; n < len; n++) P[n0 + n] *= kept[n] ? keep : (real)0;
+    }
 }
 
 /* Where the slices of one (b, h) live: row i of Q at q + i * ldq (Dh elements),

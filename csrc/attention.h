@@ -25,7 +25,7 @@ typedef struct {
  *   scale      multiplies q k^T (1/sqrt(Dh) by default, chosen by the caller)
  *   is_causal  key j is hidden from query i when j > i (torch's top-left tril)
  *   dropout_p  probability of dropping a weight; kept weights are scaled by 1/(1-p);
- *              element (b, h, i, j) is dropped when ct_random_uniform(seed, flat) < p,
+ *              element (b, h, i, j) is dropped unless ct_random_kept(seed, flat, ...) (ct.h),
  *              flat = ((b * H + h) * Tq + i) * Tk + j */
 typedef struct {
     ct_attn_mask mask;

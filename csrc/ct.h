@@ -58,29 +58,50 @@ static inline uint64_t ct_random_u64(uint64_t seed, uint64_t counter)
     return z ^ (z >> 31);
 }
 
-/* Uniform in [0, 1) with 53 random bits. */
-static inline double ct_random_uniform(uint64_t seed, uint64_t counter)
+/* The uniform of element `counter`: u = k / 2^32, k the 32-bit half
+ * (counter & 1: low half for even counters, high half for odd) of
+ * ct_random_u64(seed, counter >> 1).  One 64-bit hash serves two elements:
+ * the hash's 64-bit multiplies, which SSE2/AVX2 lack, are most of a dropout
+ * mask's cost.  Each half of SplitMix64's output is itself a good 32-bit
+ * generator; 2^-32 resolution in p is far below any dropout rate's meaning. */
+static inline uint64_t ct_random_u32_of(uint64_t word, uint64_t counter)
 {
-    return (double)(ct_random_u64(seed, counter) >> 11) * (1.0 / 9007199254740992.0);
+    return (counter & 1) ? word >> 32 : word & 0xFFFFFFFFull;
 }
 
-/* The same test as ct_random_uniform(seed, counter) >= p, in integers:
- * u = k / 2^53 with k = u64 >> 11, and k / 2^53 >= p  <=>  k >= ceil(p 2^53)
- * (p 2^53 is exact in double: a power-of-two scaling; k is an integer).
- * ct_random_threshold(p) is that ceil(p 2^53), for 0 <= p <= 1 (2^53 at
- * p = 1: nothing is kept); it saves the u64 -> double conversion, which
- * SSE2/AVX2 lack, in the per-element loops. */
+/* Element `counter` is kept iff u >= p  <=>  k >= ceil(p 2^32) (p 2^32 is
+ * exact in double; k an integer).  ct_random_threshold(p) is that ceil, for
+ * 0 <= p <= 1 (2^32 at p = 1: nothing is kept); integer compares keep the
+ * u64 -> double conversion out of the per-element loops. */
 static inline uint64_t ct_random_threshold(double p)
 {
     if (!(p > 0)) return 0;
-    if (p >= 1) return 9007199254740992ull;
-    return (uint64_t)ceil(p * 9007199254740992.0);
+    if (p >= 1) return 4294967296ull;
+    return (uint64_t)ceil(p * 4294967296.0);
 }
 
-/* ct_random_uniform(seed, counter) >= p, given threshold = ct_random_threshold(p). */
+/* Whether element `counter` is kept, given threshold = ct_random_threshold(p). */
 static inline int ct_random_kept(uint64_t seed, uint64_t counter, uint64_t threshold)
 {
-    return (ct_random_u64(seed, counter) >> 11) >= threshold;
+    return ct_random_u32_of(ct_random_u64(seed, counter >> 1), counter) >= threshold;
+}
+
+/* keep[i] = ct_random_kept(seed, start + i, threshold) for i < n, one hash
+ * per pair of elements (an odd start or an odd end takes one alone). */
+static inline void ct_random_keep_range(uint8_t *keep, int64_t n, uint64_t seed, uint64_t start,
+                                        uint64_t threshold)
+{
+    int64_t i = 0;
+    if (n > 0 && (start & 1)) {
+        keep[0] = (uint8_t)ct_random_kept(seed, start, threshold);
+        i = 1;
+    }
+    for (; i + 1 < n; i += 2) {  /* start + i is even here */
+        uint64_t word = ct_random_u64(seed, (start + (uint64_t)i) >> 1);
+        keep[i] = (uint8_t)((word & 0xFFFFFFFFull) >= threshold);
+        keep[i + 1] = (uint8_t)((word >> 32) >= threshold);
+    }
+    if (i < n) keep[i] = (uint8_t)ct_random_kept(seed, start + (uint64_t)i, threshold);
 }
 
 #endif /* CT_H */

@@ -1,7 +1,7 @@
 /* dropout.c - inverted dropout with a counter-based mask.
  *
- * Element i is kept iff u >= p with u = ct_random_uniform(seed, offset + i)
- * (csrc/ct.h), a pure function of (seed, offset + i): the mask of a big
+ * Element i is kept iff u >= p with u the uniform of counter offset + i
+ * (ct_random_kept in csrc/ct.h), a pure function of (seed, offset + i): the mask of a big
  * array is the concatenation of the masks of its parts computed with the
  * matching offsets, whatever order or thread visits the elements.  Kept
  * values are scaled by 1 / (1 - p) so the expectation is unchanged.
@@ -34,8 +34,7 @@ void FN(dropout_forward)(real *restrict out, uint8_t *restrict mask, const real 
 {
     /* Two passes: the mask (64-bit multiplies, which SSE2/AVX2 lack), then
      * the scaling, which vectorises. */
-    uint64_t threshold = ct_random_threshold(p);
-    for (ct_int i = 0; i < n; i++) mask[i] = (uint8_t)ct_random_kept(seed, offset + (uint64_t)i, threshold);
+    ct_random_keep_range(mask, n, seed, offset, ct_random_threshold(p));
     FN(dropout_scale_loop)(out, inp, mask, n, FN(dropout_scale)(p));
 }
 

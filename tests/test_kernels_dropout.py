@@ -45,6 +45,20 @@ def test_counter_property_halves_concatenate():
     np.testing.assert_array_equal(flat.reshape(6, 50), whole)
 
 
+@pytest.mark.parametrize("offset", [0, 1, 2, 7])
+def test_counter_property_at_odd_offsets_and_lengths(offset):
+    """One hash serves a pair of counters (2k, 2k + 1): a part starting or
+    ending at an odd counter must still see its own half of the pair."""
+    x = np.ones(23, np.float64)
+    _, whole = K.dropout_forward(x, 0.5, seed=3, offset=offset)
+    for cut in range(1, 23):
+        _, head = K.dropout_forward(x[:cut], 0.5, seed=3, offset=offset)
+        _, tail = K.dropout_forward(x[cut:], 0.5, seed=3, offset=offset + cut)
+        np.testing.assert_array_equal(np.concatenate([head, tail]), whole)
+    singles = [K.dropout_forward(x[:1], 0.5, seed=3, offset=offset + i)[1][0] for i in range(23)]
+    np.testing.assert_array_equal(np.array(singles), whole)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_keep_rate_is_one_minus_p(p):
     n = 100_000
@@ -62,6 +76,9 @@ def test_neighbouring_elements_are_uncorrelated():
     _, mask = K.dropout_forward(np.ones(n), 0.5, seed=5)
     both = np.mean(mask[1:] & mask[:-1])
     assert within_sigmas(both, 0.25, n - 1)
+    # the two halves of one 64-bit hash (counters 2k, 2k + 1), and neighbours across hashes
+    assert within_sigmas(np.mean(mask[0::2] & mask[1::2]), 0.25, n // 2)
+    assert within_sigmas(np.mean(mask[1:-1:2] & mask[2::2]), 0.25, n // 2 - 1)
 
 
 def test_p_zero_and_one(rng):

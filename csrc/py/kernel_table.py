@@ -126,7 +126,7 @@ Zero each element with probability p and scale the rest by 1/(1-p).
 
 x (...) float32/float64 -> (out (...), mask (...) of dtype **bool**,
 True where kept).  Element i (in C order) is kept iff
-``ct_random_uniform(seed, offset + i) >= p``: a pure function of
+``ct_random_kept(seed, offset + i)`` (csrc/ct.h: u >= p, u from a 32-bit hash): a pure function of
 (seed, offset + i), so equal arguments give equal masks and the mask of
 an array equals the masks of its flat parts computed at their offsets.
 p = 0 returns a copy and an all-True mask; p = 1 returns zeros (values
