@@ -1,6 +1,6 @@
 /* bind_optim.c - the custom parts of the bindings of optim.c: range checks
  * (used by the table's sgd_step / adam_step) and the bodies of grad_norm /
- * clip_grad_norm, which take a sequence of arrays. */
+ * clip_grad_norm / adam_multi_step, which take sequences of arrays. */
 #include "../optim.h"
 
 /* value >= low (or > low when strict) and, when has_high, value < high;
@@ -124,4 +124,123 @@ static PyObject *clip_grad_norm_impl(const clip_grad_norm_args *call, const char
 fail:
     Py_DECREF(grads);
     return NULL;
+}
+
+/* The sequence argument `arg` as a tuple (a copy: it cannot change while
+ * the GIL is released) of `count` items (count < 0: any), else a TypeError /
+ * ValueError naming it. */
+static PyObject *list_arg(PyObject *obj, const char *fn, const char *arg, Py_ssize_t count)
+{
+    PyObject *tuple = PyArray_Check(obj) ? NULL : PySequence_Tuple(obj);
+    if (tuple == NULL) {
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a list of arrays, got %s", fn, arg, Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    if (count >= 0 && PyTuple_GET_SIZE(tuple) != count) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must have one entry per parameter (%zd), got %zd", fn, arg,
+                     count, PyTuple_GET_SIZE(tuple));
+        Py_DECREF(tuple);
+        return NULL;
+    }
+    return tuple;
+}
+
+/* One parameter of adam_multi_step, checked as adam_step checks its
+ * arguments (names like "exp_avgs[3]"); the arrays are held in `held`. */
+typedef struct {
+    ct_held held;
+    PyArrayObject *param, *grad, *exp_avg, *exp_avg_sq, *max_exp_avg_sq;
+    long long step;
+} adam_entry;
+
+static int adam_entry_check(adam_entry *e, PyObject *const lists[6], Py_ssize_t i, const char *fn)
+{
+    char name[6][48];
+    static const char *base[6] = {"params", "grads", "exp_avgs", "exp_avg_sqs", "steps", "max_exp_avg_sqs"};
+    for (int k = 0; k < 6; k++) snprintf(name[k], sizeof name[k], "%s[%zd]", base[k], i);
+    e->step = PyLong_AsLongLong(PyTuple_GET_ITEM(lists[4], i));
+    if (e->step == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an int, got %s", fn, name[4],
+                     Py_TYPE(PyTuple_GET_ITEM(lists[4], i))->tp_name);
+        return -1;
+    }
+    if (ct_check_positive(e->step, fn, name[4], 0)) return -1;
+    e->param = ct_inplace(&e->held, PyTuple_GET_ITEM(lists[0], i), fn, name[0], CT_ANY_FLOAT, 0, NULL, -1, 0);
+    if (e->param == NULL) return -1;
+    int t = PyArray_TYPE(e->param), nd = PyArray_NDIM(e->param);
+    npy_intp *shape = PyArray_DIMS(e->param);
+    e->grad = ct_input(&e->held, PyTuple_GET_ITEM(lists[1], i), fn, name[1], t, nd, nd, 0);
+    if (e->grad == NULL || ct_check_dims(e->grad, fn, name[1], nd, shape, "its param's shape", 0)) return -1;
+    e->exp_avg = ct_inplace(&e->held, PyTuple_GET_ITEM(lists[2], i), fn, name[2], t, nd, shape, PyArray_SIZE(e->param), 0);
+    if (e->exp_avg == NULL) return -1;
+    e->exp_avg_sq = ct_inplace(&e->held, PyTuple_GET_ITEM(lists[3], i), fn, name[3], t, nd, shape, PyArray_SIZE(e->param), 0);
+    if (e->exp_avg_sq == NULL) return -1;
+    e->max_exp_avg_sq = NULL;
+    if (lists[5] != NULL) {
+        e->max_exp_avg_sq = ct_inplace(&e->held, PyTuple_GET_ITEM(lists[5], i), fn, name[5], t, nd, shape, PyArray_SIZE(e->param), 0);
+        if (e->max_exp_avg_sq == NULL) return -1;
+    }
+    return 0;
+}
+
+/* adam_multi_step: every list entry is checked before any parameter moves;
+ * then one GIL release runs adam_step (optim.c) on each parameter in turn. */
+static PyObject *adam_multi_step_impl(const adam_multi_step_args *a, const char *fn)
+{
+    if (check_range(a->lr, fn, "lr", 0, 0, 0, 0) || check_range(a->beta1, fn, "beta1", 0, 0, 1, 1) ||
+        check_range(a->beta2, fn, "beta2", 0, 0, 1, 1) || check_range(a->eps, fn, "eps", 0, 0, 0, 0) ||
+        check_range(a->weight_decay, fn, "weight_decay", 0, 0, 0, 0))
+        return NULL;
+    PyObject *maxs = a->o_max_exp_avg_sqs;
+    if (a->amsgrad && (maxs == NULL || maxs == Py_None)) {
+        PyErr_Format(PyExc_TypeError, "%s: max_exp_avg_sqs is required when amsgrad=True, got None", fn);
+        return NULL;
+    }
+    PyObject *lists[6] = {NULL};
+    adam_entry *entries = NULL;
+    Py_ssize_t count = 0, checked = 0;
+    PyObject *result = NULL;
+    lists[0] = list_arg(a->o_params, fn, "params", -1);
+    if (lists[0] == NULL) goto done;
+    count = PyTuple_GET_SIZE(lists[0]);
+    PyObject *given[6] = {a->o_params, a->o_grads, a->o_exp_avgs, a->o_exp_avg_sqs, a->o_steps, maxs};
+    static const char *names[6] = {"params", "grads", "exp_avgs", "exp_avg_sqs", "steps", "max_exp_avg_sqs"};
+    for (int k = 1; k < 6; k++) {
+        if (k == 5 && !a->amsgrad) break;
+        lists[k] = list_arg(given[k], fn, names[k], count);
+        if (lists[k] == NULL) goto done;
+    }
+    entries = PyMem_Calloc((size_t)(count > 0 ? count : 1), sizeof *entries);
+    if (entries == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; checked < count; checked++)
+        if (adam_entry_check(&entries[checked], lists, checked, fn)) {
+            checked++; /* release what this entry acquired too */
+            goto done;
+        }
+    CT_BEGIN_KERNEL
+    for (Py_ssize_t i = 0; i < count; i++) {
+        adam_entry *e = &entries[i];
+        void *vmax = e->max_exp_avg_sq ? PyArray_DATA(e->max_exp_avg_sq) : NULL;
+        if (PyArray_TYPE(e->param) == NPY_FLOAT32)
+            adam_step_f32(PyArray_DATA(e->param), PyArray_DATA(e->grad), PyArray_DATA(e->exp_avg),
+                          PyArray_DATA(e->exp_avg_sq), vmax, PyArray_SIZE(e->param), (int64_t)e->step, a->lr,
+                          a->beta1, a->beta2, a->eps, a->weight_decay, a->decoupled_weight_decay, a->maximize);
+        else
+            adam_step_f64(PyArray_DATA(e->param), PyArray_DATA(e->grad), PyArray_DATA(e->exp_avg),
+                          PyArray_DATA(e->exp_avg_sq), vmax, PyArray_SIZE(e->param), (int64_t)e->step, a->lr,
+                          a->beta1, a->beta2, a->eps, a->weight_decay, a->decoupled_weight_decay, a->maximize);
+    }
+    CT_END_KERNEL
+    result = ct_none();
+done:
+    for (Py_ssize_t i = 0; i < checked; i++) ct_release(&entries[i].held);
+    PyMem_Free(entries);
+    for (int k = 0; k < 6; k++) Py_XDECREF(lists[k]);
+    return result;
 }

@@ -287,9 +287,11 @@ def emit_in(step: In, arrays: dict, k: Kernel) -> List[str]:
 
 
 def emit_inplace(step: InPlace, arrays: dict) -> List[str]:
-    shape = f"PyArray_NDIM({step.like}), PyArray_DIMS({step.like})" if step.like else "0, NULL"
-    make = (f'ct_inplace(&held, o_{step.name}, fn, "{step.name}", {DTYPES[step.dtype]}, {shape}, -1, '
-            f"{step.optional})")
+    # the size too: a 0-d `like` has no dims pointer, which ct_inplace reads as "any shape"
+    shape = (f"PyArray_NDIM({step.like}), PyArray_DIMS({step.like}), PyArray_SIZE({step.like})" if step.like
+             else "0, NULL, -1")
+    make = f'ct_inplace(&held, o_{step.name}, fn, "{step.name}", {DTYPES[step.dtype]}, {shape}, {step.optional})'
+
     checks = " || ".join(c.replace('"@"', f'"{step.name}"').replace("@", step.name) for c in step.checks)
     cond = f"({step.name} == NULL && PyErr_Occurred())" + (f" || ({step.name} && ({checks}))" if checks else "")
     arrays[step.name] = True

@@ -168,6 +168,15 @@ the number of this step, from 1 (bias correction 1 - beta**step).
          "beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize"),
     "ct_none()"])
 
+# one call for a whole parameter group (torch's fused Adam): the checks and the
+# loop over adam_step are custom C in bind_optim.c
+kernel("adam_multi_step", "optim",
+       "params: object, grads: object, exp_avgs: object, exp_avg_sqs: object, steps: object, lr: float = 1e-3, "
+       "beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0, "
+       "decoupled_weight_decay: bool = False, amsgrad: bool = False, max_exp_avg_sqs: object = None, "
+       "maximize: bool = False",
+       "adam_step on every parameter of a list, in one call; steps[i] is parameter i's step number.",
+       "None", python=False)
 # (the Python functions convert their floats first: hand-written in kernels/optim.py)
 kernel("grad_norm", "optim", "grads: object, norm_type: float = 2.0",
        "p-norm of all gradients seen as one vector.", "float", python=False)

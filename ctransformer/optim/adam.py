@@ -17,8 +17,8 @@ class Adam(Optimizer):
     """m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
     weight_decay adds wd * p to g (Adam) or multiplies p by (1 - lr wd)
-    first (``decoupled_weight_decay=True``, AdamW).  One ``adam_step`` kernel
-    call per parameter.  State: step (float32 0-d), exp_avg, exp_avg_sq
+    first (``decoupled_weight_decay=True``, AdamW).  One ``adam_multi_step``
+    kernel call per parameter group (torch's fused Adam).  State: step (float32 0-d), exp_avg, exp_avg_sq
     (and max_exp_avg_sq with amsgrad)."""
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
@@ -56,25 +56,30 @@ class Adam(Optimizer):
         loss = self._evaluate(closure)
         with no_grad():
             for group in self.param_groups:
-                beta1, beta2 = group["betas"]
-                amsgrad = bool(group["amsgrad"])
-                # the group's options, converted once per group rather than per parameter
-                hyper = (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
-                         float(group["weight_decay"]), bool(group["decoupled_weight_decay"]), amsgrad)
-                maximize = bool(group["maximize"])
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    param = _inplace_ready(p)
-                    grad = self._grad_array(p)
-                    state = self._state_for(p, amsgrad)
-                    step_t = state["step"]
-                    step_t._data = np.asarray(step_t._data + 1, step_t._data.dtype)
-                    max_sq = _inplace_ready(state["max_exp_avg_sq"]) if amsgrad else None
-                    K.adam_step(param, grad, _inplace_ready(state["exp_avg"]), _inplace_ready(state["exp_avg_sq"]),
-                                int(step_t.item()), *hyper, max_sq, maximize)
-                    bump_version(p)  # an in-place update, as torch's: graphs that saved p go stale
+                live = [p for p in group["params"] if p.grad is not None]
+                if live:
+                    self._group_step(group, live)
         return loss
+
+    def _group_step(self, group: dict, live: list) -> None:
+        """One adam_multi_step call for the parameters of `group` that have a
+        gradient (torch's fused Adam): every entry is checked before any
+        parameter moves, and the step counters advance only after."""
+        beta1, beta2 = group["betas"]
+        amsgrad = bool(group["amsgrad"])
+        states = [self._state_for(p, amsgrad) for p in live]
+        steps = [int(state["step"]._data) + 1 for state in states]
+        K.adam_multi_step([_inplace_ready(p) for p in live], [self._grad_array(p) for p in live],
+                          [_inplace_ready(state["exp_avg"]) for state in states],
+                          [_inplace_ready(state["exp_avg_sq"]) for state in states], steps,
+                          float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
+                          float(group["weight_decay"]), bool(group["decoupled_weight_decay"]), amsgrad,
+                          [_inplace_ready(state["max_exp_avg_sq"]) for state in states] if amsgrad else None,
+                          bool(group["maximize"]))
+        for p, state, step in zip(live, states, steps):
+            step_t = state["step"]
+            step_t._data = np.asarray(step, step_t._data.dtype)
+            bump_version(p)  # an in-place update, as torch's: graphs that saved p go stale
 
 
 class AdamW(Adam):

@@ -4,8 +4,9 @@ state, and torch's state_dict layout::
     {"state": {index: {"exp_avg": Tensor, ...}},
      "param_groups": [{"lr": ..., ..., "params": [index, ...]}]}
 
-Indices count parameters across groups in order.  Each step is one kernel
-call per parameter, updating the parameter's array in place.
+Indices count parameters across groups in order.  A step updates the
+parameters' arrays in place: SGD with one kernel call per parameter, Adam
+with one call per parameter group (kernels.adam_multi_step).
 """
 from __future__ import annotations
 
