@@ -358,7 +358,8 @@ def _run(args, parser, status: _Status) -> int:
     model = TranslationTransformer(len(src_tok), len(tgt_tok), d_model=args.d_model, nhead=args.heads,
                                    num_encoder_layers=args.layers, num_decoder_layers=args.layers,
                                    dim_feedforward=4 * args.d_model, dropout=args.dropout, pad_id=PAD)
-    optimizer = optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
+    params = list(model.parameters())  # walked every step by clip_grad_norm_: not re-collected each time
+    optimizer = optim.Adam(params, lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
     src_ids, tgt_ids = encode_pairs(corpus["train"], src_tok, tgt_tok)
     batches_per_epoch = len(bucket_batches([len(s) for s in src_ids], args.batch_size, shuffle=False))
     # linear warm-up over 200 steps, then linear decay to 1 % of the peak at the last step
@@ -366,7 +367,7 @@ def _run(args, parser, status: _Status) -> int:
     scheduler = optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, max(0.01, 1 - step / total_steps)))
     criterion = nn.CrossEntropyLoss(ignore_index=PAD)
-    n_params = sum(p.numel() for p in model.parameters())
+    n_params = sum(p.numel() for p in params)
     print(f"model: Transformer d_model={args.d_model}, {args.layers}+{args.layers} layers, "
           f"{args.heads} heads, {n_params:,} parameters", flush=True)
 
@@ -412,7 +413,7 @@ def _run(args, parser, status: _Status) -> int:
                 loss = criterion(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                nn.utils.clip_grad_norm_(params, 1.0)
                 optimizer.step()
                 scheduler.step()
                 total += loss.item()

@@ -291,6 +291,23 @@ def test_pad_batch():
         pad_batch([[1.5]])
 
 
+def test_pad_batch_one_shot_path_matches_row_by_row():
+    """pad_batch converts all ids at once; the result and the errors are those
+    of padding row by row (rows of any shape, the offending row named)."""
+    rng = np.random.default_rng(3)
+    seqs = [rng.integers(0, 300, rng.integers(0, 14)).tolist() for _ in range(64)]
+    expected = np.zeros((64, max(len(s) for s in seqs)), np.int64) + 7
+    for i, s in enumerate(seqs):
+        expected[i, :len(s)] = s
+    np.testing.assert_array_equal(pad_batch(seqs, pad_id=7), expected)
+    np.testing.assert_array_equal(pad_batch([np.asarray(s, np.int32) for s in seqs], pad_id=7), expected)
+    assert pad_batch([np.array([[1, 2], [3, 4]]), [5]], pad_id=0).tolist() == [[1, 2, 3, 4], [5, 0, 0, 0]]
+    for bad, row, dtype in (([[1, 2], [True]], 1, "bool"), ([[3], np.array([True, False])], 1, "bool"),
+                            ([[1], [2], [0.5, 1]], 2, "float64")):
+        with pytest.raises(TypeError, match=rf"pad_batch: seqs\[{row}\] must hold integers, got dtype {dtype}"):
+            pad_batch(bad)
+
+
 def test_bucket_batches_cover_every_index_once_and_group_lengths():
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 50, size=1003)

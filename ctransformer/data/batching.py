@@ -16,6 +16,8 @@ padding mask (B, 1, 1, S), subsequent mask (1, 1, T, T), target mask
 """
 from __future__ import annotations
 
+import itertools
+
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -37,9 +39,39 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = 0, length: Optional[i
     a sequence is longer).  An empty list gives shape (0, T or 0); empty
     sequences give rows of padding.
     """
+    if not isinstance(seqs, (list, tuple)):
+        seqs = list(seqs)  # read twice below (an iterator would be empty the second time)
+    lengths = [len(s) for s in seqs]
+    # one conversion of all the ids at once (a per-row np.asarray costs more than
+    # the copy on a training step's batch); anything unusual takes the row-by-row path
+    items = list(itertools.chain.from_iterable(seqs))
+    if any(type(x) in (bool, np.bool_) for x in items):
+        return _pad_rows(seqs, pad_id, length)  # a row of bools is an error, even beside int rows
+    try:
+        flat = np.asarray(items)
+    except ValueError:  # ragged: rows that are not flat sequences
+        return _pad_rows(seqs, pad_id, length)
+    if flat.ndim != 1 or flat.size != sum(lengths) or (flat.size and not _plain_integers(flat)):
+        return _pad_rows(seqs, pad_id, length)
+    longest = max(lengths, default=0)
+    if length is None:
+        length = longest
+    elif longest > length:
+        raise ValueError(f"pad_batch: sequences must have at most length={length} ids, got {longest}")
+    out = np.full((len(lengths), length), pad_id, dtype=np.int64)
+    out[np.arange(length) < np.asarray(lengths, dtype=np.int64)[:, None]] = flat  # row-major: row by row
+    return out
+
+
+def _plain_integers(arr: np.ndarray) -> bool:
+    return arr.dtype != bool and np.issubdtype(arr.dtype, np.integer)
+
+
+def _pad_rows(seqs: Sequence[Sequence[int]], pad_id: int, length: Optional[int]) -> np.ndarray:
+    """pad_batch row by row (any row shape, and the error naming the row)."""
     rows = [np.asarray(s).reshape(-1) if len(s) else np.zeros(0, np.int64) for s in seqs]
     for i, row in enumerate(rows):
-        if row.size and (row.dtype == bool or not np.issubdtype(row.dtype, np.integer)):
+        if row.size and not _plain_integers(row):
             raise TypeError(f"pad_batch: seqs[{i}] must hold integers, got dtype {row.dtype}")
     longest = max((row.size for row in rows), default=0)
     if length is None:
