@@ -23,6 +23,13 @@ one's spinning idle threads on the other's cores).
 Targets (issue 15): demo default/1-thread <= 1.10 at every k; d512 at
 k = 0: 1-thread/default >= 1.6 (default at least 1.6x faster).
 
+    python bench/bench_threads.py --demo-epochs 2 --loads 2   # the whole demo under load
+
+runs `python -m ctransformer demo --epochs N` (a fresh output directory each
+time) at the default thread count and with --threads 1, alternating, twice
+each, under each load, and prints the wall times (issue 15: default within
+1.2x of --threads 1 with 2 busy processes).
+
     python bench/bench_threads.py --gemm      # one sgemm at 1 and 2 threads, by size
 
 times single OpenBLAS sgemm calls (the library our kernels call, through
@@ -154,6 +161,44 @@ def gemm_table(ct, loads, quick: bool) -> None:
     lib.scipy_openblas_set_num_threads(ceiling)
 
 
+def demo_wall(lib_dir: str | None, epochs: int, threads: int | None) -> float:
+    """Seconds of one `python -m ctransformer demo --epochs N` (fresh output
+    directory), from the checkout lib_dir (default: this one)."""
+    import shutil
+    import tempfile
+    out = tempfile.mkdtemp(prefix="ct-demo-bench-")
+    cmd = [sys.executable, "-m", "ctransformer", "demo", "--epochs", str(epochs), "--output-dir", out,
+           "--no-progress"] + ([] if threads is None else ["--threads", str(threads)])
+    env = dict(os.environ, PYTHONPATH=lib_dir or ROOT)
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    env.pop("OMP_NUM_THREADS", None)
+    try:
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, timeout=3600)
+        return time.perf_counter() - t0
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def demo_table(lib_dir: str | None, epochs: int, loads) -> None:
+    print(f"python -m ctransformer demo --epochs {epochs}: wall seconds, default threads and --threads 1 "
+          f"alternating, 2 runs each; {os.cpu_count()} cores")
+    print(f"{'busy':>4} {'default s':>18} {'--threads 1 s':>18} {'default/1':>9}")
+    for k in loads:
+        procs = start_busy(k)
+        try:
+            time.sleep(0.2 if k else 0)
+            runs = {None: [], 1: []}
+            for _ in range(2):
+                for threads in (None, 1):
+                    runs[threads].append(demo_wall(lib_dir, epochs, threads))
+        finally:
+            stop_busy(procs)
+        d, one = runs[None], runs[1]
+        print(f"{k:>4} {' '.join(f'{x:8.1f}' for x in d):>18} {' '.join(f'{x:8.1f}' for x in one):>18} "
+              f"{sum(d) / sum(one):>9.2f}  target <= 1.2 (with 2 busy)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer steps")
@@ -162,7 +207,11 @@ def main() -> None:
     ap.add_argument("--loads", default="0,1,2", help="numbers of busy processes, e.g. '0,2'")
     ap.add_argument("--models", default="demo,d512", help="which models, e.g. 'demo'")
     ap.add_argument("--gemm", action="store_true", help="time single sgemm calls by size instead")
+    ap.add_argument("--demo-epochs", type=int, default=0, help="time the whole demo (N epochs) instead")
     args = ap.parse_args()
+    if args.demo_epochs:
+        demo_table(args.lib, args.demo_epochs, [int(x) for x in args.loads.split(",")])
+        return
     ct = import_ctransformer(args.lib)
     if args.gemm:
         gemm_table(ct, [int(x) for x in args.loads.split(",")], args.quick)
