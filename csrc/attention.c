@@ -100,15 +100,13 @@ typedef struct {
 
 /* head_probs: weights of slice (b, h) before dropout
  *   q (Tq, Dh), k (Tk, Dh) as in x -> P (Tq, Tk) = softmax(scale q k^T + mask)
- *   (softmax_row of softmax.c: a row with every key masked is all 0) */
+ *   (softmax_rows of softmax.c, softmax_row's bits: a row with every key masked is all 0) */
 static void FN(head_probs)(real *P, const FN(head_in) *x, const ct_attn_opts *o, ct_int b,
                            ct_int h, ct_int Tq, ct_int Tk, ct_int Dh)
 {
     FN(gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dh, (real)o->scale, x->q, x->ldq, x->k, x->ldk, 0, P, Tk);
-    for (ct_int i = 0; i < Tq; i++) {
-        FN(mask_scores_row)(P + i * Tk, o, b, h, i, Tk);
-        FN(softmax_row)(P + i * Tk, Tk);
-    }
+    for (ct_int i = 0; i < Tq; i++) FN(mask_scores_row)(P + i * Tk, o, b, h, i, Tk);
+    FN(softmax_rows)(P, Tq, Tk);
 }
 
 /* head_forward: one (b, h) slice

@@ -51,6 +51,46 @@ real FN(softmax_row)(real *restrict row, ct_int D)
     return m;
 }
 
+/* softmax_rows: N rows of D elements (row stride D), each exactly as
+ * softmax_row (the same bits): the row maxima and shifts first, then one exp
+ * loop over all N D elements, then each row's sum and scale.  For short rows
+ * (attention over a dozen keys) one loop keeps the vector lanes full where a
+ * loop per row spends most of its time in its tail; rows of
+ * CT_SOFTMAX_ROWS_FLAT_D or more go row by row (nothing to gain). */
+#ifndef CT_SOFTMAX_ROWS_FLAT_D
+#define CT_SOFTMAX_ROWS_FLAT_D 64
+#define CT_SOFTMAX_ROWS_BLOCK 64 /* rows per pass (their maxima on the stack) */
+#endif
+CT_VECTOR_CLONES
+void FN(softmax_rows)(real *restrict P, ct_int N, ct_int D)
+{
+    if (D >= CT_SOFTMAX_ROWS_FLAT_D || D == 0) {
+        for (ct_int r = 0; r < N; r++) FN(softmax_row)(P + r * D, D);
+        return;
+    }
+    real m[CT_SOFTMAX_ROWS_BLOCK];
+    for (ct_int r0 = 0; r0 < N; r0 += CT_SOFTMAX_ROWS_BLOCK) {
+        ct_int rows = CT_MIN((ct_int)CT_SOFTMAX_ROWS_BLOCK, N - r0);
+        real *block = P + r0 * D;
+        for (ct_int r = 0; r < rows; r++) {
+            m[r] = VMAX(block + r * D, D);
+            if (m[r] == m[r] && m[r] != -INFINITY)
+                for (ct_int i = 0; i < D; i++) block[r * D + i] -= m[r];
+        }
+        /* every element at once; a special row (NaN or all -inf) is refilled below */
+        for (ct_int k = 0; k < rows * D; k++) block[k] = VEXP(block[k]);
+        for (ct_int r = 0; r < rows; r++) {
+            real *row = block + r * D;
+            if (m[r] != m[r] || m[r] == -INFINITY) {
+                FN(row_fill)(row, m[r] != m[r] ? m[r] : 0, D);
+                continue;
+            }
+            real inv_sum = (real)(1.0 / VSUM(row, D));
+            for (ct_int i = 0; i < D; i++) row[i] *= inv_sum;
+        }
+    }
+}
+
 #ifndef CT_SOFTMAX_CHUNK
 #define CT_SOFTMAX_CHUNK 256 /* exps computed per vector pass in sum_exp_shifted */
 #endif

@@ -95,24 +95,27 @@ def test_bias_act_with_bias_is_activation_of_the_sum(dtype, kind, approximate, r
 
 # ---- softmax row: softmax, attention weights, decoding step ----------------------------
 
-def scores_through_identity(rng, dtype, B=2, H=3, T=11):
+def scores_through_identity(rng, dtype, B=2, H=3, T=11, Tq=None):
     """Scores q and an identity K (Tk = Dh = T): q k^T = q exactly, so with scale 1
     the attention weights must be softmax_forward(q)."""
-    q = (rng.standard_normal((B, H, T, T)) * 4).astype(dtype)
+    q = (rng.standard_normal((B, H, Tq or T, T)) * 4).astype(dtype)
     k = np.broadcast_to(np.eye(T, dtype=dtype), (B, H, T, T)).copy()
     return q, k
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_attention_weights_are_softmax_rows(dtype, rng):
-    q, k = scores_through_identity(rng, dtype)
+@pytest.mark.parametrize("T, Tq", [(11, None), (1, None), (7, None), (63, None), (64, None), (70, None), (20, 150)])
+def test_attention_weights_are_softmax_rows(dtype, rng, T, Tq):
+    """The heads' rows go through softmax_rows (short rows: one exp loop over the
+    whole block, in blocks of 64 rows); the bits are softmax_row's."""
+    q, k = scores_through_identity(rng, dtype, T=T, Tq=Tq)
     keep = np.ones(q.shape, dtype=bool)
-    keep[0, 0, 2, :] = False  # a row with every key hidden: zeros
-    keep[1, 2, 5, ::2] = False
-    q[0, 1, 3, 4] = np.nan  # a NaN score: the whole row NaN
+    keep[0, 0, min(2, q.shape[2] - 1), :] = False  # a row with every key hidden: zeros
+    keep[1, 2, min(5, q.shape[2] - 1), ::2] = False
+    q[0, 1, min(3, q.shape[2] - 1), min(4, T - 1)] = np.nan  # a NaN score: the whole row NaN
     _, probs = K.sdpa_forward(q, k, k, mask=keep, scale=1.0)
     assert identical(probs, K.softmax_forward(np.where(keep, q, -np.inf).astype(dtype)))
-    assert np.all(probs[0, 0, 2] == 0) and np.all(np.isnan(probs[0, 1, 3]))
+    assert np.all(probs[0, 0, min(2, q.shape[2] - 1)] == 0) and np.all(np.isnan(probs[0, 1, min(3, q.shape[2] - 1)]))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
