@@ -77,13 +77,15 @@ class _Stepper:
                 pad = Tensor._wrap(pad._data[rows])
             self.memory, self.pad = memory, pad
 
+    def logits(self, prefix: np.ndarray) -> np.ndarray:
+        """prefix (R, t) ids (sos first) -> (R, V) logits of token t + 1."""
+        if self.use_cache:
+            return self.model.decode_step(Tensor._wrap(prefix[:, -1].copy()), self.cache)._data
+        return self.model.decode(Tensor._wrap(prefix), self.memory, self.pad)._data[:, -1]
+
     def logp(self, prefix: np.ndarray) -> np.ndarray:
         """prefix (R, t) ids (sos first) -> (R, V) log-probs of token t + 1."""
-        if self.use_cache:
-            logits = self.model.decode_step(Tensor._wrap(prefix[:, -1].copy()), self.cache)._data
-        else:
-            logits = self.model.decode(Tensor._wrap(prefix), self.memory, self.pad)._data[:, -1]
-        return _log_softmax(logits.astype(np.float64))
+        return _log_softmax(self.logits(prefix).astype(np.float64))
 
     def reorder(self, rows: np.ndarray) -> None:
         if self.use_cache:
@@ -107,7 +109,7 @@ def greedy_decode(model, src_ids, max_len: int, sos_id: int, eos_id: int, pad_id
         ys = np.full((B, 1), sos_id, dtype=np.int64)
         done = np.zeros(B, dtype=bool)
         for _ in range(max_len):
-            nxt = step.logp(ys).argmax(-1)
+            nxt = step.logits(ys).argmax(-1)  # the most likely token: argmax of the logits, as torch's loop
             nxt = np.where(done, pad_id, nxt)
             ys = np.concatenate([ys, nxt[:, None]], axis=1)
             done |= nxt == eos_id
