@@ -123,6 +123,26 @@ def _length_penalty(n: np.ndarray, alpha: float) -> np.ndarray:
     return ((5.0 + n) / 6.0) ** alpha
 
 
+def _top_k(cand: np.ndarray, k: int) -> np.ndarray:
+    """(B, N) scores -> (B, k) indices of the k best per row, best first:
+    the first k of a stable argsort of -cand (ties: lowest index first, NaN
+    last), found by a partition and a sort of the few candidates at least as
+    good as the k-th, not a sort of all N."""
+    B, N = cand.shape
+    if 4 * k >= N:
+        return np.argsort(-cand, axis=1, kind="stable")[:, :k]
+    best = np.empty((B, k), dtype=np.int64)
+    for b in range(B):
+        neg = -cand[b]
+        kth = np.partition(neg, k - 1)[k - 1]
+        if np.isnan(kth):  # fewer than k numbers: the full order puts NaN last
+            best[b] = np.argsort(neg, kind="stable")[:k]
+            continue
+        idx = np.flatnonzero(neg <= kth)  # every candidate as good as the k-th (its ties too), in index order
+        best[b] = idx[np.argsort(neg[idx], kind="stable")[:k]]
+    return best
+
+
 def beam_search(model, src_ids, beam_size: int, max_len: int, sos_id: int, eos_id: int,
                 length_penalty: float = 0.0, pad_id: Optional[int] = None, use_cache: bool = True,
                 return_all: bool = False):
@@ -162,7 +182,7 @@ def beam_search(model, src_ids, beam_size: int, max_len: int, sos_id: int, eos_i
             logp[done] = -np.inf
             logp[done, pad_id] = 0.0
             cand = (scores.reshape(R, 1) + logp).reshape(B, k * V)
-            best = np.argsort(-cand, axis=1, kind="stable")[:, :k]  # ties: lowest index first
+            best = _top_k(cand, k)  # ties: lowest index first
             scores = np.take_along_axis(cand, best, axis=1)
             origin = (np.arange(B)[:, None] * k + best // V).reshape(R)
             tok = (best % V).reshape(R)

@@ -255,3 +255,35 @@ def test_fused_lm_step_is_bitwise_the_unfused_one(monkeypatch, norm_first):
     np.testing.assert_allclose(fused, lm(ct.tensor(ids))._data, **F32)
     monkeypatch.setattr(C, "_layer_plan", lambda layer, cross: C._NO_PLAN)
     np.testing.assert_array_equal(fused, steps())
+
+
+def test_cache_reorder_in_place_copies_the_moved_rows(rng):
+    """DecoderCache.reorder (beam search): row i becomes old row rows[i] in the
+    first t slots, as cache_reorder does; bad rows are refused."""
+    caches = [C.SelfCache(4, H, TMAX, E // H, np.float64) for _ in range(2)]
+    for c in caches:
+        c.k[:], c.v[:] = rng.standard_normal(c.k.shape), rng.standard_normal(c.v.shape)
+    cache = C.DecoderCache(caches)
+    cache.t = 3
+    rows = np.array([2, 2, 0, 3])
+    want = [(K.cache_reorder(c.k, rows, 3)[:, :, :3], K.cache_reorder(c.v, rows, 3)[:, :, :3]) for c in caches]
+    cache.reorder(rows)
+    for c, (k, v) in zip(caches, want):
+        np.testing.assert_array_equal(c.k[:, :, :3], k)
+        np.testing.assert_array_equal(c.v[:, :, :3], v)
+    with pytest.raises(IndexError, match=r"DecoderCache.reorder: rows\[1\] must be in \[0, 4\), got 4"):
+        cache.reorder(np.array([0, 4, 1, 2]))
+    with pytest.raises(ValueError, match=r"DecoderCache.reorder: rows must have shape \(4,\) \(the cache's rows\), got \(3,\)"):
+        cache.reorder(np.array([0, 1, 2]))
+
+
+def test_beam_top_k_is_the_stable_argsort(rng):
+    """decoding._top_k == the first k of a stable argsort of -scores: ties to the
+    lowest index, -inf candidates, NaN last, fewer than k numbers."""
+    cand = np.round(rng.standard_normal((5, 64)), 1)  # many ties
+    cand[1, 8:] = -np.inf
+    cand[2, ::3] = np.nan
+    cand[3, 2:] = np.nan  # two numbers, then NaN
+    cand[4] = 0.0
+    for k in (1, 3, 4, 15):
+        np.testing.assert_array_equal(decoding._top_k(cand, k), np.argsort(-cand, axis=1, kind="stable")[:, :k])

@@ -87,8 +87,18 @@ class SelfCache:
         self.plan: Optional[tuple] = None
 
     def reorder(self, rows: Arr, length: int) -> None:
+        """Row i becomes old row rows[i] (first `length` slots; the rows may change in number)."""
         self.k = K.cache_reorder(self.k, rows, length)
         self.v = K.cache_reorder(self.v, rows, length)
+
+    def permute(self, rows: Arr, length: int) -> None:
+        """reorder for as many rows as there are, in place: only the rows
+        that change are copied (beam search keeps most beams in place)."""
+        moved = np.flatnonzero(rows != np.arange(len(rows)))
+        if moved.size:
+            src = rows[moved]
+            self.k[moved, :, :length] = self.k[src, :, :length]  # (the right side is a copy)
+            self.v[moved, :, :length] = self.v[src, :, :length]
 
 
 def self_attn_step(attn, x: Arr, cache: SelfCache, t: int) -> Arr:
@@ -252,8 +262,14 @@ class DecoderCache:
         """Beam search: row i continues from old row rows[i] (self caches only;
         every beam keeps its source, so the memory rows never move)."""
         rows = np.asarray(rows, dtype=np.int64)
+        if rows.shape != (self.rows,):
+            raise ValueError(f"DecoderCache.reorder: rows must have shape ({self.rows},) (the cache's rows), "
+                             f"got {rows.shape}")
+        bad = np.flatnonzero((rows < 0) | (rows >= self.rows))
+        if bad.size:
+            raise IndexError(f"DecoderCache.reorder: rows[{bad[0]}] must be in [0, {self.rows}), got {rows[bad[0]]}")
         for c in self.self_caches:
-            c.reorder(rows, self.t)
+            c.permute(rows, self.t)
 
     def expand(self, rows: Arr) -> None:
         """Gather rows of everything, memory included (batch -> batch x beams)."""
