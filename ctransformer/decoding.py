@@ -22,6 +22,7 @@ from typing import Optional
 import numpy as np
 
 from .autograd import no_grad
+from .kernels import log_softmax_forward
 from .random import default_generator
 from .tensor import Tensor
 
@@ -40,9 +41,8 @@ def _eval(model):
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
-    m = x.max(-1, keepdims=True)
-    z = x - m
-    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+    """log_softmax over the last axis in float64 (the log_softmax kernel of softmax.c)."""
+    return log_softmax_forward(np.ascontiguousarray(x, dtype=np.float64))
 
 
 def _src(src_ids) -> Tensor:
@@ -85,7 +85,7 @@ class _Stepper:
 
     def logp(self, prefix: np.ndarray) -> np.ndarray:
         """prefix (R, t) ids (sos first) -> (R, V) log-probs of token t + 1."""
-        return _log_softmax(self.logits(prefix).astype(np.float64))
+        return _log_softmax(self.logits(prefix))
 
     def reorder(self, rows: np.ndarray) -> None:
         if self.use_cache:
