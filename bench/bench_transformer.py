@@ -19,7 +19,8 @@ generator Linear), its source pasted once and run twice: with torch, and with
     ctransformer.decoding.greedy_decode (KV cache) on a TranslationTransformer
     holding the same weights; torch's is the tutorial's loop that re-runs the
     decoder over the whole prefix each step (model.eval(), torch.no_grad()).
-    Both must produce the same tokens.
+    Both must produce the same tokens.  Also beam search (k=4, batch 1) per
+    generated token against greedy decoding of batch 4 (the same rows per step).
 (d) peak resident memory (ru_maxrss) of training step (a), ours vs torch,
     each in a fresh subprocess; also the RSS just before the first step and
     the difference (what the steps themselves added).
@@ -375,12 +376,27 @@ def bench_decode(n_tokens: int, reps: int, threads_list) -> list:
         a, b = run_ours(), run_torch()
         same = a.shape == b.shape and bool((a == b).all())
     ntok = len(run_ours()) - 1
+    beams = beam_vs_greedy_fns(ours, src.T.copy(), n_tokens, eos_never)
     rows = []
     for n in threads_list:
         set_threads(n)
         t = interleaved(fns, 1, reps)
-        rows.append((n, t["ours"], t.get("torch"), same, ntok, weight_stream_seconds(ours, reps)))
+        b = interleaved(beams, 1, reps)
+        rows.append((n, t["ours"], t.get("torch"), same, ntok, weight_stream_seconds(ours, reps),
+                     b["beam"] / n_tokens, b["greedy"] / n_tokens))
     return rows
+
+
+BEAM = 4
+
+
+def beam_vs_greedy_fns(model, src, n_tokens: int, eos: int) -> dict:
+    """beam_search(k=BEAM) of one source and greedy_decode of BEAM copies of
+    it: both run BEAM rows through the model per step, n_tokens steps."""
+    from ctransformer.decoding import beam_search, greedy_decode
+    batch = np.repeat(src, BEAM, axis=0)
+    return {"beam": lambda: beam_search(model, src, BEAM, n_tokens, BOS, eos),
+            "greedy": lambda: greedy_decode(model, batch, n_tokens, BOS, eos)}
 
 
 def decode_weight_bytes(model) -> int:
@@ -535,7 +551,8 @@ def main() -> None:
                   flush=True)
     if "c" in parts:
         n_tok = 10 if quick else 50
-        for n, ours, tor, same, ntok, (nbytes, t_stream) in bench_decode(n_tok, 1 if quick else 3, threads_list):
+        for n, ours, tor, same, ntok, (nbytes, t_stream), beam, greedy4 in bench_decode(n_tok, 1 if quick else 3,
+                                                                                      threads_list):
             floor = ntok * t_stream
             vs_torch = "" if tor is None else (f"speed-up {tor / ours:.1f}x (target >= 10x); same tokens: {same}; ")
             print(f"{'(c) greedy ' + str(ntok) + ' tok, batch 1':<28} {n:>3} {ours * 1e3:>9.1f} {ms(tor):>9} "
@@ -543,6 +560,9 @@ def main() -> None:
                   f"weights read per token {nbytes / 2**20:.1f} MiB, one GEMV over them {t_stream * 1e3:.2f} ms "
                   f"({nbytes / t_stream / 1e9:.1f} GB/s) -> streaming floor for {ntok} tokens "
                   f"{floor * 1e3:.0f} ms; ours = {ours / floor:.2f} x floor", flush=True)
+            print(f"{'(c) beam ' + str(BEAM) + ', ms per token':<28} {n:>3} {beam * 1e3:>9.2f} {'-':>9} {'-':>10}  "
+                  f"beam_search(k={BEAM}, batch 1) per token vs greedy_decode of batch {BEAM} "
+                  f"{greedy4 * 1e3:.2f} ms per token: {beam / greedy4:.2f}x (target <= 1.1)", flush=True)
     if mem is not None and "torch" not in mem:
         ob, op, oh = mem["ours"]
         print(f"{'(d) peak RSS train (a), MiB':<28} {1:>3} {op:>9.0f} {'-':>9} {'-':>10}  "

@@ -11,9 +11,19 @@
  * For one (b, h), with q (Dh), keys k_j (Dh), values v_j (Dv), j < len:
  *     s_j = scale * q . k_j   (-inf where key_padding[b, j])
  *     p   = softmax(s)        all keys hidden (or len = 0): p = 0, out = 0
- *     out = sum_j p_j v_j */
+ *     out = sum_j p_j v_j
+ *
+ * decode_layer_step runs a whole layer for one token in one call (the
+ * projections, the cache append, both attentions, the feed-forward, the
+ * residuals and layer norms), with the same functions, in the same order,
+ * as the step of ctransformer/models/cache.py calling the kernels one by
+ * one; so both give the same bits.  One call per layer keeps the GEMVs back
+ * to back (OpenBLAS's threads stay awake between them) and leaves no Python
+ * between the kernels. */
 #ifndef CT_TEMPLATE_PASS
 #include "decode.h"
+#include "fused.h"
+#include "layernorm.h"
 #include "linear.h"
 #include "softmax.h"
 #define CT_TEMPLATE_FILE "decode.c"
@@ -126,6 +136,145 @@ void FN(cache_reorder)(real *out, const real *cache, const int64_t *rows, ct_int
     for (ct_int i = 0; i < B_out; i++)
         for (ct_int h = 0; h < H; h++)
             memcpy(out + (i * H + h) * Tmax * D, cache + (rows[i] * H + h) * Tmax * D, slab);
+}
+
+
+/* ------------------------------------------------------------ decode_layer_step */
+
+/* Working rows of one decode_layer_step call (B rows each). */
+typedef struct {
+    real *qkv;                   /* (B, 3E) packed projections */
+    real *q, *k, *v, *ctx;       /* (B, E): q, k, v as (B, H, Dh); the attention output */
+    real *sub, *alt, *normed;    /* (B, E): a block's output; the other x buffer; norm(x) */
+    real *hidden, *activated;    /* (B, F): linear1's output; act(hidden + b1) */
+    real *mean, *rstd;           /* (B): the layer norms' statistics (not kept) */
+    int64_t *lengths;            /* (B): a slot or a key count per row */
+} FN(step_rows);
+
+/* One block for every working row; returns it (to free) or NULL. */
+static real *FN(step_rows_alloc)(FN(step_rows) *w, ct_int B, ct_int E, ct_int F)
+{
+    size_t be = (size_t)(B * E), bf = (size_t)(B * F), b = (size_t)B;
+    size_t reals = 10 * be + 2 * bf + 2 * b;
+    reals += reals % 2; /* lengths after an even number of reals: 8-byte aligned */
+    real *all = malloc(reals * sizeof(real) + (b + 1) * sizeof(int64_t));
+    if (all == NULL) return NULL;
+    real *p = all;
+    w->qkv = p, p += 3 * be;
+    w->q = p, p += be;
+    w->k = p, p += be;
+    w->v = p, p += be;
+    w->ctx = p, p += be;
+    w->sub = p, p += be;
+    w->alt = p, p += be;
+    w->normed = p, p += be;
+    w->hidden = p, p += bf;
+    w->activated = p, p += bf;
+    w->mean = p, p += b;
+    w->rstd = p;
+    w->lengths = (int64_t *)(void *)(all + reals);
+    return all;
+}
+
+static void FN(set_rows)(int64_t *lengths, ct_int B, int64_t value)
+{
+    for (ct_int b = 0; b < B; b++) lengths[b] = value;
+}
+
+/* sub (B, E) = self-attention of the rows x (B, E) at position pos: their
+ * keys/values are written into slot pos of the cache, their queries attend to
+ * slots 0..pos (self_attn_step of models/cache.py). */
+static int FN(self_attention_rows)(real *sub, const real *x, real *cache_k, real *cache_v, ct_int pos,
+                                   const ct_decode_layer *L, FN(step_rows) *w)
+{
+    ct_int B = L->B, E = L->E, H = L->H, Dh = E / H;
+    FN(decode_linear)(w->qkv, x, L->w_qkv, L->b_qkv, B, E, 3 * E);
+    for (ct_int b = 0; b < B; b++) { /* (B, 3E) -> q, k, v (B, E) each */
+        memcpy(w->q + b * E, w->qkv + b * 3 * E, (size_t)E * sizeof(real));
+        memcpy(w->k + b * E, w->qkv + b * 3 * E + E, (size_t)E * sizeof(real));
+        memcpy(w->v + b * E, w->qkv + b * 3 * E + 2 * E, (size_t)E * sizeof(real));
+    }
+    FN(set_rows)(w->lengths, B, pos);
+    FN(kv_cache_append)(cache_k, cache_v, w->k, w->v, w->lengths, B, H, L->Tmax, Dh, Dh);
+    FN(set_rows)(w->lengths, B, pos + 1);
+    if (FN(attend_step)(w->ctx, w->q, cache_k, cache_v, w->lengths, NULL, 1.0 / sqrt((double)Dh), B, H,
+                        L->Tmax, Dh, Dh))
+        return -1;
+    FN(decode_linear)(sub, w->ctx, L->w_o, L->b_o, B, E, E);
+    return 0;
+}
+
+/* sub (B, E) = cross-attention of the rows x (B, E) over the memory's keys
+ * and values (cross_attn_step of models/cache.py). */
+static int FN(cross_attention_rows)(real *sub, const real *x, const ct_decode_layer *L, FN(step_rows) *w)
+{
+    ct_int B = L->B, E = L->E, H = L->H, Dh = E / H;
+    FN(decode_linear)(w->q, x, L->w_cq, L->b_cq, B, E, E);
+    FN(set_rows)(w->lengths, B, L->S);
+    if (FN(attend_step)(w->ctx, w->q, L->mem_k, L->mem_v, w->lengths, L->mem_pad, 1.0 / sqrt((double)Dh), B,
+                        H, L->S, Dh, Dh))
+        return -1;
+    FN(decode_linear)(sub, w->ctx, L->w_co, L->b_co, B, E, E);
+    return 0;
+}
+
+/* sub (B, E) = linear2(act(linear1(x))) (feed_forward_step of models/cache.py). */
+static void FN(feed_forward_rows)(real *sub, const real *x, const ct_decode_layer *L, FN(step_rows) *w)
+{
+    FN(decode_linear)(w->hidden, x, L->w1, NULL, L->B, L->E, L->F);
+    FN(bias_act_forward)(w->activated, w->hidden, L->b1, L->act, L->B, L->F);
+    FN(decode_linear)(sub, w->activated, L->w2, L->b2, L->B, L->F, L->E);
+}
+
+#ifndef CT_STEP_BLOCKS /* (once: the template is compiled per dtype) */
+#define CT_STEP_BLOCKS
+enum { CT_STEP_SELF, CT_STEP_CROSS, CT_STEP_FF }; /* the blocks of a layer */
+#endif
+
+static int FN(run_block)(int block, real *sub, const real *x, real *cache_k, real *cache_v, ct_int pos,
+                         const ct_decode_layer *L, FN(step_rows) *w)
+{
+    if (block == CT_STEP_SELF) return FN(self_attention_rows)(sub, x, cache_k, cache_v, pos, L, w);
+    if (block == CT_STEP_CROSS) return FN(cross_attention_rows)(sub, x, L, w);
+    FN(feed_forward_rows)(sub, x, L, w);
+    return 0;
+}
+
+/* decode_layer_step
+ *   x (B, E) one token per row at position pos (0 <= pos < Tmax)
+ *   cache_k, cache_v (B, H, Tmax, Dh) the layer's self-attention cache: slot
+ *   pos is written; L the layer (decode.h)
+ *   out (B, E), per block i (self-attention, cross-attention if any,
+ *   feed-forward) with norm i:
+ *     post-norm: x = norm_i(x + block(x))     pre-norm: x = x + block(norm_i(x))
+ *   (eval semantics: no dropout).  Returns 0, or -1 when out of memory. */
+int FN(decode_layer_step)(real *out, const real *x, real *cache_k, real *cache_v, ct_int pos,
+                          const ct_decode_layer *L)
+{
+    FN(step_rows) w;
+    real *all = FN(step_rows_alloc)(&w, L->B, L->E, L->F);
+    if (all == NULL) return -1;
+    int blocks[3] = {CT_STEP_SELF, CT_STEP_CROSS, CT_STEP_FF}, n = 3, status = 0;
+    if (L->w_cq == NULL) blocks[1] = CT_STEP_FF, n = 2;
+    ct_int B = L->B, E = L->E;
+    real *cur = out, *other = w.alt;
+    memcpy(cur, x, (size_t)(B * E) * sizeof(real));
+    for (int i = 0; i < n && status == 0; i++) {
+        const real *nw = L->norm_w[i], *nb = L->norm_b[i];
+        if (L->norm_first) { /* x = x + block(norm(x)), added in real as NumPy would */
+            FN(layernorm_forward)(w.normed, w.mean, w.rstd, cur, nw, nb, B, E, L->eps);
+            status = FN(run_block)(blocks[i], w.sub, w.normed, cache_k, cache_v, pos, L, &w);
+            for (ct_int j = 0; j < B * E; j++) cur[j] = cur[j] + w.sub[j];
+        } else { /* x = norm(block(x) + x), into the other buffer */
+            status = FN(run_block)(blocks[i], w.sub, cur, cache_k, cache_v, pos, L, &w);
+            FN(add_layernorm_forward)(other, w.mean, w.rstd, w.sub, cur, nw, nb, L->eps, B, E);
+            real *swap = cur;
+            cur = other, other = swap;
+        }
+    }
+    if (cur != out) memcpy(out, cur, (size_t)(B * E) * sizeof(real));
+    free(all);
+    return status;
 }
 
 #undef CT_GEMV

@@ -2,6 +2,36 @@
  *
  * Incremental (one token at a time) attention over a key/value cache:
  *   B rows (batch x beams), H heads, Tmax cache slots, Dh key head dim, Dv value head dim. */
+#ifndef CT_DECODE_COMMON
+#define CT_DECODE_COMMON
+#include "ct.h"
+/* One Transformer layer for decode_layer_step: its weights (arrays of the
+ * dtype of x, as void *: the struct is the same for float32 and float64),
+ * its shapes and options.  E = H * Dh features, F feed-forward features.
+ *   self-attention:  w_qkv (3E, E) packed q, k, v; b_qkv (3E) or NULL;
+ *                    w_o (E, E), b_o (E) or NULL (out_proj)
+ *   cross-attention: w_cq NULL for a layer without one (an encoder layer used
+ *                    causally); else w_cq (E, E), b_cq (E) or NULL (the query
+ *                    projection), w_co (E, E), b_co (E) or NULL (out_proj),
+ *                    mem_k, mem_v (B, H, S, Dh) the memory projected once,
+ *                    mem_pad (B, S) nonzero = padded source position, or NULL
+ *   feed-forward:    w1 (F, E), b1 (F) or NULL, act (CT_ACT_*, fused.h),
+ *                    w2 (E, F), b2 (E) or NULL
+ *   norms:           norm_w[i], norm_b[i] (E) or NULL, i = 0, 1 (, 2): after
+ *                    (post-norm) or before (pre-norm, norm_first) the
+ *                    self-attention, cross-attention (if any), feed-forward */
+typedef struct {
+    const void *w_qkv, *b_qkv, *w_o, *b_o;
+    const void *w_cq, *b_cq, *w_co, *b_co, *mem_k, *mem_v;
+    const unsigned char *mem_pad;
+    const void *w1, *b1, *w2, *b2;
+    const void *norm_w[3], *norm_b[3];
+    double eps;
+    int act, norm_first;
+    ct_int B, E, H, Tmax, S, F;
+} ct_decode_layer;
+#endif
+
 #ifndef CT_TEMPLATE_PASS
 #define CT_TEMPLATE_FILE "decode.h"
 #include "ct_template.h"
@@ -16,4 +46,6 @@ int FN(attend_step)(real *out, const real *q_t, const real *cache_k, const real 
                     ct_int B, ct_int H, ct_int Tmax, ct_int Dh, ct_int Dv);
 void FN(cache_reorder)(real *out, const real *cache, const int64_t *rows, ct_int B_out,
                        ct_int H, ct_int Tmax, ct_int D, ct_int length);
+int FN(decode_layer_step)(real *out, const real *x, real *cache_k, real *cache_v, ct_int pos,
+                          const ct_decode_layer *L);
 #endif

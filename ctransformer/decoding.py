@@ -22,6 +22,7 @@ from typing import Optional
 import numpy as np
 
 from .autograd import no_grad
+from .kernels import log_softmax_forward
 from .random import default_generator
 from .tensor import Tensor
 
@@ -40,9 +41,8 @@ def _eval(model):
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
-    m = x.max(-1, keepdims=True)
-    z = x - m
-    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+    """log_softmax over the last axis in float64 (the log_softmax kernel of softmax.c)."""
+    return log_softmax_forward(np.ascontiguousarray(x, dtype=np.float64))
 
 
 def _src(src_ids) -> Tensor:
@@ -77,13 +77,15 @@ class _Stepper:
                 pad = Tensor._wrap(pad._data[rows])
             self.memory, self.pad = memory, pad
 
+    def logits(self, prefix: np.ndarray) -> np.ndarray:
+        """prefix (R, t) ids (sos first) -> (R, V) logits of token t + 1."""
+        if self.use_cache:
+            return self.model.decode_step(Tensor._wrap(prefix[:, -1].copy()), self.cache)._data
+        return self.model.decode(Tensor._wrap(prefix), self.memory, self.pad)._data[:, -1]
+
     def logp(self, prefix: np.ndarray) -> np.ndarray:
         """prefix (R, t) ids (sos first) -> (R, V) log-probs of token t + 1."""
-        if self.use_cache:
-            logits = self.model.decode_step(Tensor._wrap(prefix[:, -1].copy()), self.cache)._data
-        else:
-            logits = self.model.decode(Tensor._wrap(prefix), self.memory, self.pad)._data[:, -1]
-        return _log_softmax(logits.astype(np.float64))
+        return _log_softmax(self.logits(prefix))
 
     def reorder(self, rows: np.ndarray) -> None:
         if self.use_cache:
@@ -107,7 +109,7 @@ def greedy_decode(model, src_ids, max_len: int, sos_id: int, eos_id: int, pad_id
         ys = np.full((B, 1), sos_id, dtype=np.int64)
         done = np.zeros(B, dtype=bool)
         for _ in range(max_len):
-            nxt = step.logp(ys).argmax(-1)
+            nxt = step.logits(ys).argmax(-1)  # the most likely token: argmax of the logits, as torch's loop
             nxt = np.where(done, pad_id, nxt)
             ys = np.concatenate([ys, nxt[:, None]], axis=1)
             done |= nxt == eos_id
@@ -119,6 +121,26 @@ def greedy_decode(model, src_ids, max_len: int, sos_id: int, eos_id: int, pad_id
 def _length_penalty(n: np.ndarray, alpha: float) -> np.ndarray:
     """GNMT's ((5 + n) / 6) ** alpha; 1 when alpha = 0."""
     return ((5.0 + n) / 6.0) ** alpha
+
+
+def _top_k(cand: np.ndarray, k: int) -> np.ndarray:
+    """(B, N) scores -> (B, k) indices of the k best per row, best first:
+    the first k of a stable argsort of -cand (ties: lowest index first, NaN
+    last), found by a partition and a sort of the few candidates at least as
+    good as the k-th, not a sort of all N."""
+    B, N = cand.shape
+    if 4 * k >= N:
+        return np.argsort(-cand, axis=1, kind="stable")[:, :k]
+    best = np.empty((B, k), dtype=np.int64)
+    for b in range(B):
+        neg = -cand[b]
+        kth = np.partition(neg, k - 1)[k - 1]
+        if np.isnan(kth):  # fewer than k numbers: the full order puts NaN last
+            best[b] = np.argsort(neg, kind="stable")[:k]
+            continue
+        idx = np.flatnonzero(neg <= kth)  # every candidate as good as the k-th (its ties too), in index order
+        best[b] = idx[np.argsort(neg[idx], kind="stable")[:k]]
+    return best
 
 
 def beam_search(model, src_ids, beam_size: int, max_len: int, sos_id: int, eos_id: int,
@@ -160,7 +182,7 @@ def beam_search(model, src_ids, beam_size: int, max_len: int, sos_id: int, eos_i
             logp[done] = -np.inf
             logp[done, pad_id] = 0.0
             cand = (scores.reshape(R, 1) + logp).reshape(B, k * V)
-            best = np.argsort(-cand, axis=1, kind="stable")[:, :k]  # ties: lowest index first
+            best = _top_k(cand, k)  # ties: lowest index first
             scores = np.take_along_axis(cand, best, axis=1)
             origin = (np.arange(B)[:, None] * k + best // V).reshape(R)
             tok = (best % V).reshape(R)

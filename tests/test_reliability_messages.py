@@ -171,6 +171,8 @@ def _valid_calls():
         (K.grad_norm, ([x],)), (K.kv_cache_append, (cache, cache.copy(), step, step, 0)),
         (K.attend_step, (step, cache, cache, 1)), (K.cache_reorder, (cache, np.array([0]))),
         (K.decode_linear, (x[:1], w)),
+        (K.decode_layer_step, (x[:1], np.zeros((1, 2, 4, 2), F), np.zeros((1, 2, 4, 2), F), 0, ipw, ipb, opw, opb,
+                               w, None, w.T.copy(), d, d, d, d, d)),
     ]
 
 

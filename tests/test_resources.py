@@ -65,6 +65,11 @@ def _cases(a: Dict[str, np.ndarray]) -> Dict[str, Callable[[], object]]:
         "decode": lambda: (K.kv_cache_append(ck, cv, a["step"], a["step"], 1),
                            K.attend_step(a["step"], ck, cv, 2), K.decode_linear(x[:1], w)),
         "cache_reorder": lambda: K.cache_reorder(ck, np.array([0, 0])),
+        "decode_layer_step": lambda: K.decode_layer_step(
+            np.ones((1, 8), F), np.zeros((1, 2, 4, 4), F),
+            np.zeros((1, 2, 4, 4), F), 1, np.ones((24, 8), F), None, np.ones((8, 8), F), None, np.ones((6, 8), F),
+            None, np.ones((8, 6), F), None, None, None, None, None, w_cq=np.ones((8, 8), F), w_co=np.ones((8, 8), F),
+            mem_k=ck, mem_v=cv, mem_pad=np.array([[False, True, False, False]]), act="gelu", norm_first=True),
         "optim": lambda: (K.sgd_step(param, a["d"], None, 0.0), K.adam_step(param, a["d"], m, v, 1, lr=0.0),
                           K.grad_norm([x, w]), K.clip_grad_norm([a["d"].copy()], 1e9)),
     }
@@ -89,6 +94,10 @@ def _error_cases(a: Dict[str, np.ndarray]) -> Dict[str, Callable[[], object]]:
         "mixed": lambda: K.sdpa_forward(a["q"], a["q"].astype(np.float64), a["q"]),
         "kind": lambda: K.activation_forward(x64, "nope"),
         "blas_limit": lambda: K.linear_forward(np.broadcast_to(F(1), (1, 2 ** 31)), w),
+        "decode_layer_cross": lambda: K.decode_layer_step(  # fails after acquiring the caches and weights
+            np.ones((1, 8), F), np.zeros((1, 2, 4, 4), F), np.zeros((1, 2, 4, 4), F), 1, np.ones((24, 8), F), None,
+            np.ones((8, 8), F), None, np.ones((6, 8), F), None, np.ones((8, 6), F), None, None, None, None, None,
+            w_cq=np.ones((8, 8), F)),
     }
 
 

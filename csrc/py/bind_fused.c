@@ -2,8 +2,9 @@
  * generated from kernel_table.py). */
 #include "../fused.h"
 
-/* "relu" | "gelu" | "gelu_tanh" -> CT_ACT_*, or -1 with a ValueError. */
-static int parse_act(const char *name, const char *fn)
+/* "relu" | "gelu" | "gelu_tanh" -> CT_ACT_*, or -1 with a ValueError (also
+ * used by decode_layer_step: declared in ct_py.h). */
+int ct_parse_act(const char *name, const char *fn)
 {
     if (strcmp(name, "relu") == 0) return CT_ACT_RELU;
     if (strcmp(name, "gelu") == 0) return CT_ACT_GELU;

@@ -122,6 +122,9 @@ int ct_check_ids(PyArrayObject *ids, const char *fn, const char *arg, int64_t lo
  * the bounds come from. */
 int ct_int_arg(PyObject *obj, const char *fn, const char *arg, long long low, long long high,
                const char *range, PyObject *range_error, long long *out);
+/* An activation name of bias_act ("relu", "gelu", "gelu_tanh") -> its
+ * CT_ACT_* (fused.h), or -1 with a ValueError naming fn (bind_fused.c). */
+int ct_parse_act(const char *name, const char *fn);
 /* eps >= 0 and finite (inf would make every row 0), else ValueError
  * "fn: eps must be <rule>, got <eps>". */
 int ct_check_eps(double eps, const char *fn, const char *rule);

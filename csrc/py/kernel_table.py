@@ -369,7 +369,7 @@ with batch 1 receives the sum over the batch.
 
 # ------------------------------------------------------------------ fused
 # (the Python functions convert act / approximate, so they are hand-written in kernels/fused.py)
-ACT = C("int act_id = parse_act(act, fn);\nif (act_id < 0) goto fail;")
+ACT = C("int act_id = ct_parse_act(act, fn);\nif (act_id < 0) goto fail;")
 SAME_AS_INP = [like("inp", "inp.shape", same_ndim=True)]
 
 kernel("bias_act_forward", "fused", "inp, bias: array? = None, act: str = 'relu'",

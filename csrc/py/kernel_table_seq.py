@@ -8,6 +8,9 @@ from binding_kernel_table import ARRAY, OPT, kernel, row_vector, rows  # noqa: F
 ROW_INTS = "object[Union[int, np.ndarray]]"
 
 
+ACT_ID = C("int act_id = ct_parse_act(act, fn);\nif (act_id < 0) goto fail;")
+
+
 def float_type(arg):
     """t from the dtype of `arg` (float32 / float64), checked before the arrays."""
     return C(f'int t;\nif (ct_float_type(o_{arg}, fn, "{arg}", &t)) goto fail;')
@@ -114,6 +117,92 @@ more rows through the GEMM, exactly as :func:`linear_forward`.
     shape[nd - 1] = N;'''),
     Out("out", shape=("nd", "shape")),
     Call("decode_linear", "out, x, w, bias, M, K, N"),
+    ("out",)])
+
+LAYER_WEIGHTS = ("w_qkv, b_qkv: array?, w_o, b_o: array?, w1, b1: array?, w2, b2: array?, "
+                 "norm1_weight: array?, norm1_bias: array?, norm2_weight: array?, norm2_bias: array?, "
+                 "norm3_weight: array? = None, norm3_bias: array? = None")
+CROSS = ("w_cq: array? = None, b_cq: array? = None, w_co: array? = None, b_co: array? = None, "
+         "mem_k: array? = None, mem_v: array? = None, mem_pad: array? = None")
+E_ROWS = "x.shape[1]"
+
+
+def square(name):
+    """An optional (E, E) projection."""
+    return In(name, "t", 2, [dim(0, "E", E_ROWS), dim(1, "E", E_ROWS)], none_ok=True)
+
+
+kernel("decode_layer_step", "decode",
+       f"x, cache_k, cache_v, pos: int, {LAYER_WEIGHTS}, {CROSS}, act: str = 'relu', norm_first: bool = False, "
+       "eps: float = 1e-5", """
+One token per row through a whole Transformer layer (eval: no dropout):
+x (B, E) at position pos -> out (B, E); the self-attention cache_k and
+cache_v (B, H, Tmax, Dh), H * Dh = E, get slot pos written.
+
+Self-attention: w_qkv (3E, E) packed, b_qkv (3E), w_o (E, E), b_o (E).
+Cross-attention (w_cq given; else none, an encoder layer used causally):
+w_cq, w_co (E, E), b_cq, b_co (E), mem_k, mem_v (B, H, S, Dh) the memory's
+keys/values, mem_pad (B, S) bool, True = padded.  Feed-forward: w1 (F, E),
+b1 (F), act 'relu' / 'gelu' / 'gelu_tanh', w2 (E, F), b2 (E).  Norm i
+(weight and bias (E) or None) follows block i (post-norm: x =
+norm(x + block(x))) or precedes it (norm_first: x = x + block(norm(x))),
+blocks in the order self-attention, cross-attention, feed-forward.
+Biases may be None.  The same result, bit for bit, as the step calling
+decode_linear, kv_cache_append, attend_step, bias_act_forward and the
+layer norms one by one.
+""", ARRAY, [
+    ACT_ID,
+    C('if (ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
+    float_type("x"),
+    In("x", "t", 2),
+    C("npy_intp B = PyArray_DIM(x, 0), E = PyArray_DIM(x, 1);"),
+    InPlace("cache_k", checks=['check_cache(@, fn, "@")', "distinct_caches(@, o_cache_v, fn)",
+                               dim(0, "B", "x.shape[0], the rows")]),
+    InPlace("cache_v", checks=['check_cache(@, fn, "@")', like("cache_k", "cache_k.shape")]),
+    C("""npy_intp H = PyArray_DIM(cache_k, 1), Tmax = PyArray_DIM(cache_k, 2), Dh = PyArray_DIM(cache_k, 3);
+    if (H * Dh != E || H == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: cache_k.shape[1] * cache_k.shape[3] (heads x head dim) must be "
+                     "x.shape[1] = %zd, got %zd x %zd", fn, (Py_ssize_t)E, (Py_ssize_t)H, (Py_ssize_t)Dh);
+        goto fail;
+    }
+    if (pos < 0 || pos >= Tmax) {
+        PyErr_Format(PyExc_IndexError, "%s: pos must be in [0, %zd) (a slot of the cache, < Tmax), got %lld",
+                     fn, (Py_ssize_t)Tmax, pos);
+        goto fail;
+    }"""),
+    In("w_qkv", "t", 2, [dim(0, "3 * E", "3 * x.shape[1]"), dim(1, "E", E_ROWS)]),
+    row_vector("b_qkv", "3 * E", "3 * x.shape[1]"),
+    In("w_o", "t", 2, [dim(0, "E", E_ROWS), dim(1, "E", E_ROWS)]),
+    row_vector("b_o", "E", E_ROWS),
+    In("w1", "t", 2, [dim(1, "E", E_ROWS)]),
+    C("npy_intp F = PyArray_DIM(w1, 0);"),
+    row_vector("b1", "F", "w1.shape[0]"),
+    In("w2", "t", 2, [dim(0, "E", E_ROWS), dim(1, "F", "w1.shape[0]")]),
+    row_vector("b2", "E", E_ROWS),
+    *[row_vector(f"norm{i}_{p}", "E", E_ROWS) for i in (1, 2, 3) for p in ("weight", "bias")],
+    square("w_cq"), row_vector("b_cq", "E", E_ROWS), square("w_co"), row_vector("b_co", "E", E_ROWS),
+    In("mem_k", "t", 4, [dim(0, "B", "x.shape[0], the rows"), dim(1, "H", "cache_k.shape[1], the heads"),
+                         dim(3, "Dh", "cache_k.shape[3], the head dim")], none_ok=True),
+    In("mem_v", "t", 4, [like("mem_k", "mem_k.shape")], none_ok=True),
+    C("""if ((w_cq != NULL) != (w_co != NULL) || (w_cq != NULL) != (mem_k != NULL) || (mem_k != NULL) != (mem_v != NULL)) {
+        PyErr_Format(PyExc_ValueError, "%s: w_cq, w_co, mem_k and mem_v must all be given (cross-attention) "
+                     "or all be None, got %s%s%s%s", fn, w_cq ? "w_cq " : "", w_co ? "w_co " : "",
+                     mem_k ? "mem_k " : "", mem_v ? "mem_v " : "");
+        goto fail;
+    }
+    npy_intp S = mem_k != NULL ? PyArray_DIM(mem_k, 2) : 0;"""),
+    In("mem_pad", "bool", 2, [dim(0, "B", "x.shape[0], the rows"), dim(1, "S", "mem_k.shape[2], the source length")],
+       none_ok=True),
+    Out("out", like="x"),
+    C("""ct_decode_layer L = {
+        CT_DATA(w_qkv), CT_DATA(b_qkv), CT_DATA(w_o), CT_DATA(b_o),
+        CT_DATA(w_cq), CT_DATA(b_cq), CT_DATA(w_co), CT_DATA(b_co), CT_DATA(mem_k), CT_DATA(mem_v),
+        (const unsigned char *)CT_DATA(mem_pad),
+        CT_DATA(w1), CT_DATA(b1), CT_DATA(w2), CT_DATA(b2),
+        {CT_DATA(norm1_weight), CT_DATA(norm2_weight), CT_DATA(norm3_weight)},
+        {CT_DATA(norm1_bias), CT_DATA(norm2_bias), CT_DATA(norm3_bias)},
+        eps, act_id, norm_first, B, E, H, Tmax, S, F};"""),
+    Call("decode_layer_step", "out, x, cache_k, cache_v, pos, &L", alloc=True),
     ("out",)])
 
 # ------------------------------------------------------------------ optim

@@ -270,6 +270,36 @@ def decode_linear(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray] = Non
     return _C.decode_linear(x, w, bias)
 
 
+def decode_layer_step(x: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, pos: int, w_qkv: np.ndarray,
+                      b_qkv: Optional[np.ndarray], w_o: np.ndarray, b_o: Optional[np.ndarray],
+                      w1: np.ndarray, b1: Optional[np.ndarray], w2: np.ndarray, b2: Optional[np.ndarray],
+                      norm1_weight: Optional[np.ndarray], norm1_bias: Optional[np.ndarray],
+                      norm2_weight: Optional[np.ndarray], norm2_bias: Optional[np.ndarray],
+                      norm3_weight: Optional[np.ndarray] = None, norm3_bias: Optional[np.ndarray] = None,
+                      w_cq: Optional[np.ndarray] = None, b_cq: Optional[np.ndarray] = None,
+                      w_co: Optional[np.ndarray] = None, b_co: Optional[np.ndarray] = None,
+                      mem_k: Optional[np.ndarray] = None, mem_v: Optional[np.ndarray] = None,
+                      mem_pad: Optional[np.ndarray] = None, act: str = 'relu', norm_first: bool = False,
+                      eps: float = 1e-5) -> np.ndarray:
+    """One token per row through a whole Transformer layer (eval: no dropout):
+    x (B, E) at position pos -> out (B, E); the self-attention cache_k and
+    cache_v (B, H, Tmax, Dh), H * Dh = E, get slot pos written.
+
+    Self-attention: w_qkv (3E, E) packed, b_qkv (3E), w_o (E, E), b_o (E).
+    Cross-attention (w_cq given; else none, an encoder layer used causally):
+    w_cq, w_co (E, E), b_cq, b_co (E), mem_k, mem_v (B, H, S, Dh) the memory's
+    keys/values, mem_pad (B, S) bool, True = padded.  Feed-forward: w1 (F, E),
+    b1 (F), act 'relu' / 'gelu' / 'gelu_tanh', w2 (E, F), b2 (E).  Norm i
+    (weight and bias (E) or None) follows block i (post-norm: x =
+    norm(x + block(x))) or precedes it (norm_first: x = x + block(norm(x))),
+    blocks in the order self-attention, cross-attention, feed-forward.
+    Biases may be None.  The same result, bit for bit, as the step calling
+    decode_linear, kv_cache_append, attend_step, bias_act_forward and the
+    layer norms one by one.
+    """
+    return _C.decode_layer_step(x, cache_k, cache_v, pos, w_qkv, b_qkv, w_o, b_o, w1, b1, w2, b2, norm1_weight, norm1_bias, norm2_weight, norm2_bias, norm3_weight, norm3_bias, w_cq, b_cq, w_co, b_co, mem_k, mem_v, mem_pad, act, norm_first, eps)
+
+
 def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buffer: Optional[np.ndarray], lr: float,
              momentum: float = 0.0, dampening: float = 0.0, nesterov: bool = False,
              weight_decay: float = 0.0, maximize: bool = False, first_step: bool = False) -> None:

@@ -10,6 +10,9 @@ A cache is a pair of C-contiguous arrays ``cache_k`` (B, H, Tmax, Dh) and
 * Cross-attention: fill the cache once from the encoder memory and attend to
   the first ``src_len[b]`` slots of each row (or pass a key padding mask).
 * Beam search: gather rows when beams are re-ranked (:func:`cache_reorder`).
+* A whole layer per call (:func:`decode_layer_step`): projections, cache
+  append, self- and cross-attention, feed-forward, residuals and layer
+  norms of one token, the same bits as the kernels called one by one.
 
 ``key_padding_mask`` follows torch's ``key_padding_mask`` polarity:
 **True = the slot is padding and is ignored**.  A row with no visible key
@@ -21,9 +24,9 @@ from typing import Union
 
 import numpy as np
 
-from ._bindings import attend_step, cache_reorder, decode_linear, kv_cache_append
+from ._bindings import attend_step, cache_reorder, decode_layer_step, decode_linear, kv_cache_append
 
-__all__ = ["kv_cache_append", "attend_step", "cache_reorder", "decode_linear"]
+__all__ = ["kv_cache_append", "attend_step", "cache_reorder", "decode_linear", "decode_layer_step"]
 
 #: an int, or one int per row
 RowInts = Union[int, np.ndarray]

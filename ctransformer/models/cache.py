@@ -7,6 +7,13 @@ attention is replaced by the KV-cache kernels: the new token's key/value
 are appended to the self-attention cache and its query attends to slots
 0..t; cross-attention attends to the encoder memory's keys/values, computed
 once per source (:func:`cross_kv`).
+
+A layer the C kernel ``decode_layer_step`` computes (packed self-attention
+projections, relu/gelu, plain LayerNorms with one eps, one dtype) runs in
+one call per step, the same bits as the kernels called one by one (the
+Python path below, kept for every other layer).  Its weights are looked up
+once per cache (:func:`_layer_plan`): a cache belongs to one decoding run
+of fixed weights, as its cross-attention keys/values already do.
 """
 from __future__ import annotations
 
@@ -71,15 +78,27 @@ def feed_forward_step(layer, x: Arr) -> Arr:
 
 
 class SelfCache:
-    """Self-attention keys/values of one layer: k, v (B, H, Tmax, Dh)."""
+    """Self-attention keys/values of one layer: k, v (B, H, Tmax, Dh); plan:
+    the layer's weights for decode_layer_step (None: not looked up yet)."""
 
     def __init__(self, B: int, H: int, Tmax: int, Dh: int, dtype) -> None:
         self.k = np.zeros((B, H, Tmax, Dh), dtype)
         self.v = np.zeros((B, H, Tmax, Dh), dtype)
+        self.plan: Optional[tuple] = None
 
     def reorder(self, rows: Arr, length: int) -> None:
+        """Row i becomes old row rows[i] (first `length` slots; the rows may change in number)."""
         self.k = K.cache_reorder(self.k, rows, length)
         self.v = K.cache_reorder(self.v, rows, length)
+
+    def permute(self, rows: Arr, length: int) -> None:
+        """reorder for as many rows as there are, in place: only the rows
+        that change are copied (beam search keeps most beams in place)."""
+        moved = np.flatnonzero(rows != np.arange(len(rows)))
+        if moved.size:
+            src = rows[moved]
+            self.k[moved, :, :length] = self.k[src, :, :length]  # (the right side is a copy)
+            self.v[moved, :, :length] = self.v[src, :, :length]
 
 
 def self_attn_step(attn, x: Arr, cache: SelfCache, t: int) -> Arr:
@@ -123,8 +142,71 @@ def _post_norm(layer, x: Arr, sub: Arr, norm) -> Arr:
     return layer._residual_norm(_t(x), _t(sub), norm)._data
 
 
+_NO_PLAN = ()  # SelfCache.plan of a layer decode_layer_step does not compute
+
+
+def _act_name(layer) -> Optional[str]:
+    from ..nn.transformer import _fused_kind
+    kind = _fused_kind(layer.activation)
+    if kind is None or kind[1] not in ("none", "tanh"):
+        return None
+    return "gelu_tanh" if kind[1] == "tanh" else kind[0]
+
+
+def _data(p) -> Optional[Arr]:
+    return None if p is None else p._data
+
+
+def _layer_plan(layer, cross: bool) -> tuple:
+    """(weights dict, act, norm_first, eps) of decode_layer_step for `layer`,
+    or _NO_PLAN when the kernel does not compute it."""
+    from ..nn.modules import LayerNorm
+    sa = layer.self_attn
+    norms = [layer.norm1, layer.norm2] + ([layer.norm3] if cross else [])
+    act = _act_name(layer)
+    if (sa.in_proj_weight is None or act is None
+            or any(type(n) is not LayerNorm or len(n.normalized_shape) != 1 or n.eps != norms[0].eps
+                   for n in norms)):
+        return _NO_PLAN
+    w = dict(w_qkv=sa.in_proj_weight._data, b_qkv=_data(sa.in_proj_bias), w_o=sa.out_proj.weight._data,
+             b_o=_data(sa.out_proj.bias), w1=layer.linear1.weight._data, b1=_data(layer.linear1.bias),
+             w2=layer.linear2.weight._data, b2=_data(layer.linear2.bias))
+    for i, n in enumerate(norms, 1):
+        w[f"norm{i}_weight"], w[f"norm{i}_bias"] = _data(n.weight), _data(n.bias)
+    if cross:
+        ca = layer.multihead_attn
+        w["w_cq"], _, _, w["b_cq"], _, _ = _proj(ca)
+        w["w_co"], w["b_co"] = ca.out_proj.weight._data, _data(ca.out_proj.bias)
+    if len({a.dtype for a in w.values() if a is not None}) != 1:
+        return _NO_PLAN
+    return w, act, bool(layer.norm_first), float(norms[0].eps)
+
+
+def _fused_step(layer, x: Arr, cache: SelfCache, t: int, mem: Optional[tuple] = None) -> Optional[Arr]:
+    """The layer's step in one decode_layer_step call, or None when the
+    kernel does not compute this layer (or x has another dtype)."""
+    if cache.plan is None:
+        cache.plan = _layer_plan(layer, mem is not None)
+    if cache.plan is _NO_PLAN or x.dtype != cache.plan[0]["w_qkv"].dtype:
+        return None
+    w, act, norm_first, eps = cache.plan
+    if mem is not None:
+        (mem_k, mem_v), mem_pad = mem
+        return K.decode_layer_step(x, cache.k, cache.v, t, **w, mem_k=mem_k, mem_v=mem_v, mem_pad=mem_pad,
+                                   act=act, norm_first=norm_first, eps=eps)
+    return K.decode_layer_step(x, cache.k, cache.v, t, **w, act=act, norm_first=norm_first, eps=eps)
+
+
 def encoder_layer_step(layer, x: Arr, cache: SelfCache, t: int) -> Arr:
     """One token through a TransformerEncoderLayer used causally (decoder-only LM)."""
+    out = _fused_step(layer, x, cache, t)
+    if out is not None:
+        return out
+    return encoder_layer_step_unfused(layer, x, cache, t)
+
+
+def encoder_layer_step_unfused(layer, x: Arr, cache: SelfCache, t: int) -> Arr:
+    """encoder_layer_step with one kernel call per operation (any layer)."""
     if layer.norm_first:
         x = x + self_attn_step(layer.self_attn, layer.norm1(_t(x))._data, cache, t)
         return x + feed_forward_step(layer, layer.norm2(_t(x))._data)
@@ -135,6 +217,15 @@ def encoder_layer_step(layer, x: Arr, cache: SelfCache, t: int) -> Arr:
 def decoder_layer_step(layer, x: Arr, cache: SelfCache, mem_kv: Tuple[Arr, Arr], mem_pad: Optional[Arr],
                        t: int) -> Arr:
     """One token through a TransformerDecoderLayer."""
+    out = _fused_step(layer, x, cache, t, (mem_kv, mem_pad))
+    if out is not None:
+        return out
+    return decoder_layer_step_unfused(layer, x, cache, mem_kv, mem_pad, t)
+
+
+def decoder_layer_step_unfused(layer, x: Arr, cache: SelfCache, mem_kv: Tuple[Arr, Arr], mem_pad: Optional[Arr],
+                               t: int) -> Arr:
+    """decoder_layer_step with one kernel call per operation (any layer)."""
     mk, mv = mem_kv
     if layer.norm_first:
         x = x + self_attn_step(layer.self_attn, layer.norm1(_t(x))._data, cache, t)
@@ -171,8 +262,14 @@ class DecoderCache:
         """Beam search: row i continues from old row rows[i] (self caches only;
         every beam keeps its source, so the memory rows never move)."""
         rows = np.asarray(rows, dtype=np.int64)
+        if rows.shape != (self.rows,):
+            raise ValueError(f"DecoderCache.reorder: rows must have shape ({self.rows},) (the cache's rows), "
+                             f"got {rows.shape}")
+        bad = np.flatnonzero((rows < 0) | (rows >= self.rows))
+        if bad.size:
+            raise IndexError(f"DecoderCache.reorder: rows[{bad[0]}] must be in [0, {self.rows}), got {rows[bad[0]]}")
         for c in self.self_caches:
-            c.reorder(rows, self.t)
+            c.permute(rows, self.t)
 
     def expand(self, rows: Arr) -> None:
         """Gather rows of everything, memory included (batch -> batch x beams)."""
