@@ -19,8 +19,10 @@ generator Linear), its source pasted once and run twice: with torch, and with
     ctransformer.decoding.greedy_decode (KV cache) on a TranslationTransformer
     holding the same weights; torch's is the tutorial's loop that re-runs the
     decoder over the whole prefix each step (model.eval(), torch.no_grad()).
-    Both must produce the same tokens.  Also beam search (k=4, batch 1) per
-    generated token against greedy decoding of batch 4 (the same rows per step).
+    Both must produce the same tokens.  The streaming floor (one GEMV over as
+    many bytes as a token's weights, per token) is timed in the same rounds.
+    Also beam search (k=4, batch 1) per generated token against greedy
+    decoding of batch 4 (the same rows per step).
 (d) peak resident memory (ru_maxrss) of training step (a), ours vs torch,
     each in a fresh subprocess; also the RSS just before the first step and
     the difference (what the steps themselves added).
@@ -377,12 +379,14 @@ def bench_decode(n_tokens: int, reps: int, threads_list) -> list:
         same = a.shape == b.shape and bool((a == b).all())
     ntok = len(run_ours()) - 1
     beams = beam_vs_greedy_fns(ours, src.T.copy(), n_tokens, eos_never)
+    nbytes, stream = weight_stream(ours, ntok)
+    fns["floor"] = stream  # in the same rounds: the machine's bandwidth drifts over minutes
     rows = []
     for n in threads_list:
         set_threads(n)
         t = interleaved(fns, 1, reps)
         b = interleaved(beams, 1, reps)
-        rows.append((n, t["ours"], t.get("torch"), same, ntok, weight_stream_seconds(ours, reps),
+        rows.append((n, t["ours"], t.get("torch"), same, ntok, (nbytes, t["floor"] / ntok),
                      b["beam"] / n_tokens, b["greedy"] / n_tokens))
     return rows
 
@@ -413,16 +417,22 @@ def decode_weight_bytes(model) -> int:
     return total
 
 
-def weight_stream_seconds(model, reps: int) -> tuple:
-    """(bytes per step, seconds to stream them once): one GEMV (our
-    decode_linear, batch 1) over a float32 matrix of the same size as the
-    step's weights - the floor of a batch-1 step that reads each weight once."""
+def weight_stream(model, ntok: int) -> tuple:
+    """(bytes per step, closure): the closure streams those bytes ntok times,
+    one GEMV (our decode_linear, batch 1) over a float32 matrix of the same
+    size as the step's weights each time - the floor of ntok batch-1 steps
+    that read each weight once.  Timed in the same interleaved rounds as the
+    decoders, so both see the same memory bandwidth."""
     import ctransformer.kernels as K
     nbytes = decode_weight_bytes(model)
     w = np.random.default_rng(0).standard_normal((nbytes // 4 // 512, 512)).astype(np.float32)
     x = np.ones((1, 512), np.float32)
-    t = interleaved({"gemv": lambda: K.decode_linear(x, w, None)}, 2, 5 * reps)["gemv"]
-    return nbytes, t
+
+    def stream():
+        for _ in range(ntok):
+            K.decode_linear(x, w, None)
+
+    return nbytes, stream
 
 
 # ---------------------------------------------------------------- (d) memory

@@ -8,7 +8,7 @@ taken minutes apart do not compare; these do).
 
 Per token, at 1 and 2 threads (median of ROUNDS rounds):
   floor        one decode_linear GEMV over as many float32 weights as a step
-               reads (bench_transformer.weight_stream_seconds' matrix)
+               reads (bench_transformer.weight_stream's matrix)
   gemvs        the step's 19 projections (3 layers x qkv, out, cross q,
                cross out, ff1, ff2, and the generator) as back-to-back
                decode_linear calls: what the weights cost in separate GEMVs
