@@ -147,6 +147,10 @@ static PyObject *list_arg(PyObject *obj, const char *fn, const char *arg, Py_ssi
     return tuple;
 }
 
+/* adam_multi_step's list arguments, in the order of adam_entry_check's `lists`. */
+static const char *const adam_lists[6] = {"params", "grads",          "exp_avgs",
+                                          "exp_avg_sqs", "steps", "max_exp_avg_sqs"};
+
 /* One parameter of adam_multi_step, checked as adam_step checks its
  * arguments (names like "exp_avgs[3]"); the arrays are held in `held`. */
 typedef struct {
@@ -158,8 +162,7 @@ typedef struct {
 static int adam_entry_check(adam_entry *e, PyObject *const lists[6], Py_ssize_t i, const char *fn)
 {
     char name[6][48];
-    static const char *base[6] = {"params", "grads", "exp_avgs", "exp_avg_sqs", "steps", "max_exp_avg_sqs"};
-    for (int k = 0; k < 6; k++) snprintf(name[k], sizeof name[k], "%s[%zd]", base[k], i);
+    for (int k = 0; k < 6; k++) snprintf(name[k], sizeof name[k], "%s[%zd]", adam_lists[k], i);
     e->step = PyLong_AsLongLong(PyTuple_GET_ITEM(lists[4], i));
     if (e->step == -1 && PyErr_Occurred()) {
         PyErr_Clear();
@@ -207,10 +210,9 @@ static PyObject *adam_multi_step_impl(const adam_multi_step_args *a, const char 
     if (lists[0] == NULL) goto done;
     count = PyTuple_GET_SIZE(lists[0]);
     PyObject *given[6] = {a->o_params, a->o_grads, a->o_exp_avgs, a->o_exp_avg_sqs, a->o_steps, maxs};
-    static const char *names[6] = {"params", "grads", "exp_avgs", "exp_avg_sqs", "steps", "max_exp_avg_sqs"};
     for (int k = 1; k < 6; k++) {
         if (k == 5 && !a->amsgrad) break;
-        lists[k] = list_arg(given[k], fn, names[k], count);
+        lists[k] = list_arg(given[k], fn, adam_lists[k], count);
         if (lists[k] == NULL) goto done;
     }
     entries = PyMem_Calloc((size_t)(count > 0 ? count : 1), sizeof *entries);

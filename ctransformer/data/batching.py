@@ -41,18 +41,7 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = 0, length: Optional[i
     """
     if not isinstance(seqs, (list, tuple)):
         seqs = list(seqs)  # read twice below (an iterator would be empty the second time)
-    lengths = [len(s) for s in seqs]
-    # one conversion of all the ids at once (a per-row np.asarray costs more than
-    # the copy on a training step's batch); anything unusual takes the row-by-row path
-    items = list(itertools.chain.from_iterable(seqs))
-    if any(type(x) in (bool, np.bool_) for x in items):
-        return _pad_rows(seqs, pad_id, length)  # a row of bools is an error, even beside int rows
-    try:
-        flat = np.asarray(items)
-    except ValueError:  # ragged: rows that are not flat sequences
-        return _pad_rows(seqs, pad_id, length)
-    if flat.ndim != 1 or flat.size != sum(lengths) or (flat.size and not _plain_integers(flat)):
-        return _pad_rows(seqs, pad_id, length)
+    lengths, flat = _all_ids(seqs)
     longest = max(lengths, default=0)
     if length is None:
         length = longest
@@ -67,21 +56,26 @@ def _plain_integers(arr: np.ndarray) -> bool:
     return arr.dtype != bool and np.issubdtype(arr.dtype, np.integer)
 
 
-def _pad_rows(seqs: Sequence[Sequence[int]], pad_id: int, length: Optional[int]) -> np.ndarray:
-    """pad_batch row by row (any row shape, and the error naming the row)."""
+def _all_ids(seqs: Sequence[Sequence[int]]) -> Tuple[List[int], np.ndarray]:
+    """(length of each row, all ids in row order).  One conversion of every id
+    at once (a per-row np.asarray costs more than the copy on a training
+    step's batch); rows of bools, of other shapes or of non-integers are
+    looked at one by one, so that the error names the row."""
+    items = list(itertools.chain.from_iterable(seqs))
+    if not any(type(x) in (bool, np.bool_) for x in items):  # bools beside ints would convert to ints
+        try:
+            flat = np.asarray(items)
+        except ValueError:  # ragged: rows that are not flat sequences
+            flat = None
+        lengths = [len(s) for s in seqs]
+        if flat is not None and flat.ndim == 1 and flat.size == sum(lengths) and (
+                flat.size == 0 or _plain_integers(flat)):
+            return lengths, flat
     rows = [np.asarray(s).reshape(-1) if len(s) else np.zeros(0, np.int64) for s in seqs]
     for i, row in enumerate(rows):
         if row.size and not _plain_integers(row):
             raise TypeError(f"pad_batch: seqs[{i}] must hold integers, got dtype {row.dtype}")
-    longest = max((row.size for row in rows), default=0)
-    if length is None:
-        length = longest
-    elif longest > length:
-        raise ValueError(f"pad_batch: sequences must have at most length={length} ids, got {longest}")
-    out = np.full((len(rows), length), pad_id, dtype=np.int64)
-    for i, row in enumerate(rows):
-        out[i, :row.size] = row
-    return out
+    return [row.size for row in rows], (np.concatenate(rows) if rows else np.zeros(0, np.int64))
 
 
 def bucket_batches(lengths: Sequence[int], batch_size: int, shuffle: bool = True, seed: int = 0,
