@@ -114,10 +114,14 @@ static inline float ct_pow2f(float k)
     return ct_from_bits_f32((ct_bits_f32(k + CT_ROUND_F32) - ct_bits_f32(CT_ROUND_F32) + 127u) << 23);
 }
 
+/* Out-of-range lanes (x > BIG, x < SMALL, -inf) compute exp(0) and are
+ * replaced at the end: clamping them to SMALL instead would build a subnormal
+ * 2^k product that is thrown away, and on Intel cores every vector holding a
+ * subnormal result takes a microcode assist (a masked attention row of -inf
+ * ran 8x slower than a finite one).  NaN fails both tests and propagates. */
 static inline float ct_expf(float x)
 {
-    float xc = ct_select_f32(x > CT_EXPF_BIG, CT_EXPF_BIG, x);
-    xc = ct_select_f32(xc < CT_EXPF_SMALL, CT_EXPF_SMALL, xc);
+    float xc = ct_select_f32((x > CT_EXPF_BIG) | (x < CT_EXPF_SMALL), 0.0f, x);
     float kf;
     float er = ct_expf_reduced(xc, &kf);
     float k1f = (kf * 0.5f + CT_ROUND_F32) - CT_ROUND_F32;
@@ -156,8 +160,8 @@ static inline int64_t ct_f64_to_i64(double k)
 
 static inline double ct_exp(double x)
 {
-    double xc = ct_select_f64(x > CT_EXP_BIG, CT_EXP_BIG, x);
-    xc = ct_select_f64(xc < CT_EXP_SMALL, CT_EXP_SMALL, xc);
+    /* out-of-range lanes compute exp(0), replaced below (see ct_expf) */
+    double xc = ct_select_f64((x > CT_EXP_BIG) | (x < CT_EXP_SMALL), 0.0, x);
     double kf = (xc * 1.44269504088896338700e+00 + CT_ROUND_F64) - CT_ROUND_F64;
     double k1f = (kf * 0.5 + CT_ROUND_F64) - CT_ROUND_F64;
     double k2f = kf - k1f;
