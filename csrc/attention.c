@@ -68,7 +68,7 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
  * `flat` (see ct_attn_opts) is dropped (factor 0) unless
  * ct_random_kept(seed, flat, ct_random_threshold(p)), else scaled by
  * 1 / (1 - p).  The keep flags come in chunks from ct_random_keep_range. */
-CT_VECTOR_CLONES
+CT_RANDOM_CLONES
 static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
 {
     double p = o->dropout_p;

@@ -28,7 +28,7 @@ CT_INLINE void FN(dropout_scale_loop)(real *restrict out, const real *restrict i
  *   mask (n) uint8 (a bool array in Python): 1 where kept
  *   out (n) = inp * mask / (1 - p)
  */
-CT_VECTOR_CLONES
+CT_RANDOM_CLONES
 void FN(dropout_forward)(real *restrict out, uint8_t *restrict mask, const real *restrict inp,
                          ct_int n, double p, uint64_t seed, uint64_t offset)
 {
