@@ -85,6 +85,12 @@ def test_activations_of_non_finite_values_torch_parity(torch_ref):
     ref = torch_ref(torch_side, inputs=dict(x=SPECIALS))
     for dt in ("float32", "float64"):
         for kind, want in ref[dt].items():
+            if dt == "float32" and kind == "gelu":
+                # torch 2.13's vectorised float32 GELU gives NaN at +inf (its scalar path, a
+                # one-element tensor, and its float64 kernel give +inf, the limit x Phi(x));
+                # where only that kernel says NaN, torch's float64 answer is the reference
+                want64 = np.asarray(ref["float64"]["gelu"])
+                want = np.where(np.isnan(want) & ~np.isnan(want64), want64, want).astype(np.float32)
             got = K.activation_forward(SPECIALS.astype(dt), kind)
             tol = dict(rtol=2e-4, atol=2e-5) if dt == "float32" else dict(rtol=1e-10, atol=1e-12)
             np.testing.assert_allclose(got, want, equal_nan=True, err_msg=f"{kind} {dt}", **tol)
