@@ -131,6 +131,8 @@ BAD_OPTIONS = [
     (["--lr", "inf"], "--lr: expected a finite number, got 'inf'"),
     (["--dropout", "1"], "--dropout: must be in [0, 1), got 1"),
     (["--dropout", "-0.1"], "--dropout: must be in [0, 1), got -0.1"),
+    (["--label-smoothing", "1"], "--label-smoothing: must be in [0, 1), got 1"),
+    (["--label-smoothing", "nan"], "--label-smoothing: expected a finite number, got 'nan'"),
     (["--beam-size", "0"], "--beam-size: must be at least 1, got 0"),
     (["--seed", "-1"], "--seed: must be at least 0, got -1"),
     (["--eval-only"], "--eval-only needs a checkpoint"),
