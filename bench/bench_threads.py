@@ -122,28 +122,28 @@ GEMM_SHAPES = [(128, 64, 64), (256, 64, 64), (768, 64, 64), (768, 256, 64), (768
                (1024, 512, 512), (1024, 2048, 512), (1024, 8000, 512)]  # (M, N, K): out (M, N) = (M, K)(K, N)
 
 
-def gemm_seconds(bench_linear, lib, shape, threads: int, rounds: int) -> float:
-    """Median seconds of one row-major sgemm, each round ~20 ms of calls."""
+def gemm_seconds(ct, shape, threads: int, rounds: int) -> float:
+    """Median seconds of one of our GEMMs (kernels.linear_forward: x (M, K) @
+    w (N, K)^T, split over our pool as the policy decides), each round ~20 ms
+    of calls, at set_num_threads(threads)."""
     import numpy as np
     M, N, K = shape
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((M, K), np.float32), rng.standard_normal((K, N), np.float32)
-    c = np.empty((M, N), np.float32)
-    lib.scipy_openblas_set_num_threads(threads)
+    x, w = rng.standard_normal((M, K), np.float32), rng.standard_normal((N, K), np.float32)
+    ct.set_num_threads(threads)
     calls = max(1, int(0.02 / (2.0 * M * N * K / 50e9)))
     samples = []
     for _ in range(rounds):
         t0 = time.perf_counter()
         for _ in range(calls):
-            bench_linear.sgemm(lib, 111, 111, M, N, K, a, K, b, N, c, N)
+            ct.kernels.linear_forward(x, w)
         samples.append((time.perf_counter() - t0) / calls)
     return statistics.median(samples)
 
 
 def gemm_table(ct, loads, quick: bool) -> None:
-    sys.path.insert(0, HERE)
-    bench_linear = importlib.import_module("bench_linear")
-    lib = bench_linear.load_openblas()
+    """Our GEMM at 2 threads / at 1 thread by size (the policy's thresholds,
+    csrc/parallel.c), with k busy processes."""
     ceiling = ct.get_num_threads()
     print(f"{'M x N x K':<18} {'MFLOP':>7} {'busy':>4} {'1-thr us':>9} {'2-thr us':>9} {'2/1':>6}")
     for k in loads:
@@ -151,14 +151,14 @@ def gemm_table(ct, loads, quick: bool) -> None:
         try:
             time.sleep(0.2 if k else 0)
             for shape in GEMM_SHAPES:
-                one = gemm_seconds(bench_linear, lib, shape, 1, 3 if quick else 5)
-                two = gemm_seconds(bench_linear, lib, shape, 2, 3 if quick else 5)
+                one = gemm_seconds(ct, shape, 1, 3 if quick else 5)
+                two = gemm_seconds(ct, shape, 2, 3 if quick else 5)
                 mflop = 2.0 * shape[0] * shape[1] * shape[2] / 1e6
                 print(f"{'x'.join(map(str, shape)):<18} {mflop:>7.1f} {k:>4} {one * 1e6:>9.1f} {two * 1e6:>9.1f} "
                       f"{two / one:>6.2f}", flush=True)
         finally:
             stop_busy(procs)
-    lib.scipy_openblas_set_num_threads(ceiling)
+    ct.set_num_threads(ceiling)
 
 
 def demo_wall(lib_dir: str | None, epochs: int, threads: int | None) -> float:

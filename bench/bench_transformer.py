@@ -224,13 +224,11 @@ def trainer(model, ns, lib, src, tgt):
     return lambda: ns["train_step"](model, opt, loss_fn, s, t)
 
 
-def set_threads(n: int, lib_blas=None) -> None:
+def set_threads(n: int) -> None:
     ctransformer.set_num_threads(n)
     if have_torch():
         import torch
         torch.set_num_threads(n)
-    if lib_blas is not None:
-        lib_blas.scipy_openblas_set_num_threads(n)
 
 
 def interleaved(fns: dict, warmup: int, reps: int) -> dict:
@@ -509,9 +507,12 @@ def bench_training(name: str, warmup: int, reps: int, threads_list, lib_blas) ->
     flops = gemm_flops(gemms)
     rows = []
     for n in threads_list:
-        set_threads(n, lib_blas)
+        set_threads(n)
         t = interleaved(fns, warmup, reps)
+        # raw sgemm on OpenBLAS's own threads (ctransformer keeps them at one and splits GEMMs itself)
+        lib_blas.scipy_openblas_set_num_threads(n)
         raw = raw_sgemm_seconds(lib_blas, gemms, 3)
+        lib_blas.scipy_openblas_set_num_threads(1)
         rows.append((n, t["ours"], t.get("torch"), flops, raw))
     return rows
 

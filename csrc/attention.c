@@ -204,6 +204,97 @@ static FN(head_in) FN(contiguous_in)(const real *q, const real *k, const real *v
     return x;
 }
 
+/* ---- the head loops, split over threads -----------------------------------
+ * A (b, h) slice reads and writes only its own rows and columns, so the
+ * B*H slices go to ct_parallel_run in contiguous blocks, each rank with its
+ * own (Tq, Tk) scratch.  A slice is computed the same way whichever thread
+ * runs it: the results do not depend on the thread count. */
+typedef void (*FN(slice_fn))(const void *args, FN(head_scratch) *s, ct_int b, ct_int h);
+
+typedef struct {
+    FN(slice_fn) fn;
+    const void *args;
+    const ct_attn_opts *o;
+    ct_int B, H, Tq, Tk;
+    int with_scratch; /* 0: the slices use none (nothing to allocate, nothing can fail) */
+    int failed;       /* a rank's scratch could not be allocated */
+} FN(slice_loop);
+
+static void FN(slice_rank)(void *arg, int rank, int size)
+{
+    FN(slice_loop) *L = arg;
+    ct_int n = L->B * L->H, lo = n * rank / size, hi = n * (rank + 1) / size;
+    FN(head_scratch) s = {NULL, NULL};
+    if (lo >= hi) return;
+    if (L->with_scratch && FN(scratch_alloc)(&s, L->o, L->Tq, L->Tk)) {
+        __atomic_store_n(&L->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (ct_int bh = lo; bh < hi; bh++) L->fn(L->args, &s, bh / L->H, bh % L->H);
+    FN(scratch_free)(&s);
+}
+
+/* Runs fn on every (b, h) slice, on as many threads as the work is worth
+ * (ct_pool_threads_for: the slices' products and softmax); their GEMMs then
+ * run on their own thread each (a pool job's ranks never start another).  Returns
+ * 0, or -1 when a scratch could not be allocated. */
+static int FN(run_slices)(FN(slice_fn) fn, const void *args, const ct_attn_opts *o, int with_scratch,
+                          ct_int B, ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
+{
+    FN(slice_loop) L = {fn, args, o, B, H, Tq, Tk, with_scratch, 0};
+    double flops = (double)B * H * Tq * Tk * (4.0 * (Dh + Dv) + 20.0);
+    int threads = ct_pool_threads_for(flops, ct_threads_ceiling_here());
+    int ranks = threads > 1 ? (int)CT_MIN((ct_int)threads * 4, B * H) : 1;
+    ct_parallel_run(ranks, threads, FN(slice_rank), &L);
+    return L.failed ? -1 : 0;
+}
+
+/* What the slices of sdpa and mha read and write: contiguous (B, H, T, D)
+ * heads in q, k, v (and their gradients), the context / its gradient with
+ * row stride ld at column h * Dv of row block b (ld = Dv: (B, H, Tq, Dv)). */
+typedef struct {
+    const ct_attn_opts *o;
+    ct_int H, Tq, Tk, Dh, Dv, ld;
+    const real *q, *k, *v, *probs;
+    real *out, *probs_out;            /* forward */
+    real *dq, *dk, *dv;               /* backward: ld_grad apart, see grad_merged */
+    const real *dout;
+    int grad_merged;                  /* 1: dq/dk/dv in (B, T, H*Dh) rows; 0: (B, H, T, D) */
+} FN(contiguous_args);
+
+/* Row block of slice (b, h) in a context array of row stride ld. */
+static ct_int FN(ctx_offset)(const FN(contiguous_args) *a, ct_int b, ct_int h)
+{
+    return a->ld == a->Dv ? (b * a->H + h) * a->Tq * a->Dv : b * a->Tq * a->ld + h * a->Dv;
+}
+
+static void FN(contiguous_forward_slice)(const void *args, FN(head_scratch) *s, ct_int b, ct_int h)
+{
+    const FN(contiguous_args) *a = args;
+    ct_int bh = b * a->H + h;
+    (void)s;
+    FN(head_in) x = FN(contiguous_in)(a->q, a->k, a->v, bh, a->Tq, a->Tk, a->Dh, a->Dv);
+    FN(head_forward)(a->out + FN(ctx_offset)(a, b, h), a->ld, a->probs_out + bh * a->Tq * a->Tk, NULL, &x,
+                     a->o, b, h, a->H, a->Tq, a->Tk, a->Dh, a->Dv);
+}
+
+static void FN(contiguous_backward_slice)(const void *args, FN(head_scratch) *s, ct_int b, ct_int h)
+{
+    const FN(contiguous_args) *a = args;
+    ct_int bh = b * a->H + h, Tq = a->Tq, Tk = a->Tk, Dh = a->Dh, Dv = a->Dv;
+    FN(head_in) x = FN(contiguous_in)(a->q, a->k, a->v, bh, Tq, Tk, Dh, Dv);
+    FN(head_grad) g;
+    if (a->grad_merged) { /* mha: (B, T, E) rows, E = H * Dh */
+        ct_int E = a->H * Dh;
+        g = (FN(head_grad)){a->dq + b * Tq * E + h * Dh, a->dk + b * Tk * E + h * Dh,
+                            a->dv + b * Tk * E + h * Dh, E, E, E};
+    } else {
+        g = (FN(head_grad)){a->dq + bh * Tq * Dh, a->dk + bh * Tk * Dh, a->dv + bh * Tk * Dv, Dh, Dh, Dv};
+    }
+    FN(head_backward)(&g, a->dout + FN(ctx_offset)(a, b, h), a->ld, &x, a->probs + bh * Tq * Tk, 0, s,
+                      a->o, b, h, a->H, Tq, Tk, Dh, Dv);
+}
+
 /* sdpa_forward
  *   q (B, H, Tq, Dh), k (B, H, Tk, Dh), v (B, H, Tk, Dv)
  *   out (B, H, Tq, Dv), probs (B, H, Tq, Tk) = the weights after dropout */
@@ -211,13 +302,9 @@ void FN(sdpa_forward)(real *out, real *probs, const real *q, const real *k, cons
                       const ct_attn_opts *opts, ct_int B, ct_int H, ct_int Tq, ct_int Tk,
                       ct_int Dh, ct_int Dv)
 {
-    for (ct_int b = 0; b < B; b++)
-        for (ct_int h = 0; h < H; h++) {
-            ct_int bh = b * H + h;
-            FN(head_in) x = FN(contiguous_in)(q, k, v, bh, Tq, Tk, Dh, Dv);
-            FN(head_forward)(out + bh * Tq * Dv, Dv, probs + bh * Tq * Tk, NULL, &x, opts, b, h, H, Tq,
-                             Tk, Dh, Dv);
-        }
+    FN(contiguous_args) a = {.o = opts, .H = H, .Tq = Tq, .Tk = Tk, .Dh = Dh, .Dv = Dv, .ld = Dv,
+                             .q = q, .k = k, .v = v, .out = out, .probs_out = probs};
+    FN(run_slices)(FN(contiguous_forward_slice), &a, opts, 0, B, H, Tq, Tk, Dh, Dv);
 }
 
 /* sdpa_backward (accumulates into dq, dk, dv; shapes as q, k, v)
@@ -228,18 +315,10 @@ int FN(sdpa_backward)(real *dq, real *dk, real *dv, const real *dout, const real
                       ct_int B, ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
 {
     if (B * H * Tq * Tk == 0) return 0; /* no weights: every gradient is 0 */
-    FN(head_scratch) s;
-    if (FN(scratch_alloc)(&s, opts, Tq, Tk)) return -1;
-    for (ct_int b = 0; b < B; b++)
-        for (ct_int h = 0; h < H; h++) {
-            ct_int bh = b * H + h;
-            FN(head_in) x = FN(contiguous_in)(q, k, v, bh, Tq, Tk, Dh, Dv);
-            FN(head_grad) g = {dq + bh * Tq * Dh, dk + bh * Tk * Dh, dv + bh * Tk * Dv, Dh, Dh, Dv};
-            FN(head_backward)(&g, dout + bh * Tq * Dv, Dv, &x, probs + bh * Tq * Tk, 0, &s, opts, b, h,
-                              H, Tq, Tk, Dh, Dv);
-        }
-    FN(scratch_free)(&s);
-    return 0;
+    FN(contiguous_args) a = {.o = opts, .H = H, .Tq = Tq, .Tk = Tk, .Dh = Dh, .Dv = Dv, .ld = Dv,
+                             .q = q, .k = k, .v = v, .probs = probs, .dq = dq, .dk = dk, .dv = dv,
+                             .dout = dout};
+    return FN(run_slices)(FN(contiguous_backward_slice), &a, opts, 1, B, H, Tq, Tk, Dh, Dv);
 }
 
 /* split_heads: x (B, T, H * Dh) -> xh (B, H, T, Dh) */
@@ -279,13 +358,9 @@ int FN(mha_forward)(real *out, real *qh, real *kh, real *vh, real *probs, real *
     FN(project_heads)(vh, scratch, value, w->wv, w->bv, B, Tk, Ev, H, Dh);
     free(scratch);
     /* Each head writes its context into columns h*Dh.. of ctx (merging the heads). */
-    for (ct_int b = 0; b < B; b++)
-        for (ct_int h = 0; h < H; h++) {
-            ct_int bh = b * H + h;
-            FN(head_in) x = FN(contiguous_in)(qh, kh, vh, bh, Tq, Tk, Dh, Dh);
-            FN(head_forward)(ctx + b * Tq * E + h * Dh, E, probs + bh * Tq * Tk, NULL, &x, opts, b, h, H,
-                             Tq, Tk, Dh, Dh);
-        }
+    FN(contiguous_args) a = {.o = opts, .H = H, .Tq = Tq, .Tk = Tk, .Dh = Dh, .Dv = Dh, .ld = E,
+                             .q = qh, .k = kh, .v = vh, .out = ctx, .probs_out = probs};
+    FN(run_slices)(FN(contiguous_forward_slice), &a, opts, 0, B, H, Tq, Tk, Dh, Dh);
     FN(linear_forward)(out, ctx, w->wo, w->bo, B * Tq, E, E);
     return 0;
 }
@@ -326,30 +401,22 @@ int FN(mha_backward)(const FN(mha_grads) *g, const real *dout, const real *query
 {
     ct_int Dh = E / H;
     FN(mha_scratch) s;
-    FN(head_scratch) hs;
     if (FN(mha_scratch_alloc)(&s, B, Tq, Tk, E)) return -1;
-    if (FN(scratch_alloc)(&hs, opts, Tq, Tk)) {
-        FN(mha_scratch_free)(&s);
-        return -1;
-    }
     /* out = ctx wo^T + bo:  dctx = dout wo, dwo += dout^T ctx, dbo += colsum(dout) */
     FN(linear_backward)(s.dctx, NULL, NULL, dout, ctx, w->wo, B * Tq, E, E, 0);
     FN(linear_backward)(NULL, g->dwo, g->dbo, dout, ctx, w->wo, B * Tq, E, E, 1);
     /* Heads: read dctx and write dq, dk, dv straight in the merged layout (row stride E). */
-    for (ct_int b = 0; b < B; b++)
-        for (ct_int h = 0; h < H; h++) {
-            ct_int bh = b * H + h;
-            FN(head_in) x = FN(contiguous_in)(qh, kh, vh, bh, Tq, Tk, Dh, Dh);
-            FN(head_grad) hg = {s.dqm + b * Tq * E + h * Dh, s.dkm + b * Tk * E + h * Dh,
-                                s.dvm + b * Tk * E + h * Dh, E, E, E};
-            FN(head_backward)(&hg, s.dctx + b * Tq * E + h * Dh, E, &x, probs + bh * Tq * Tk, 0, &hs,
-                              opts, b, h, H, Tq, Tk, Dh, Dh);
-        }
+    FN(contiguous_args) a = {.o = opts, .H = H, .Tq = Tq, .Tk = Tk, .Dh = Dh, .Dv = Dh, .ld = E,
+                             .q = qh, .k = kh, .v = vh, .probs = probs, .dq = s.dqm, .dk = s.dkm,
+                             .dv = s.dvm, .dout = s.dctx, .grad_merged = 1};
+    if (B * H * Tq * Tk > 0 && FN(run_slices)(FN(contiguous_backward_slice), &a, opts, 1, B, H, Tq, Tk, Dh, Dh)) {
+        FN(mha_scratch_free)(&s);
+        return -1;
+    }
     /* The three input projections. */
     FN(linear_backward)(g->dquery, g->dwq, g->dbq, s.dqm, query, w->wq, B * Tq, E, E, 1);
     FN(linear_backward)(g->dkey, g->dwk, g->dbk, s.dkm, key, w->wk, B * Tk, Ek, E, 1);
     FN(linear_backward)(g->dvalue, g->dwv, g->dbv, s.dvm, value, w->wv, B * Tk, Ev, E, 1);
-    FN(scratch_free)(&hs);
     FN(mha_scratch_free)(&s);
     return 0;
 }
@@ -403,6 +470,41 @@ static FN(head_in) FN(packed_in)(const FN(packed_views) *p, const ct_mha_shape *
     return x;
 }
 
+/* What the slices of the packed path read and write. */
+typedef struct {
+    const ct_attn_opts *o;
+    const ct_mha_shape *shape;
+    FN(packed_views) p, dp; /* the projections and (backward) their gradients */
+    real *ctx;              /* forward: the merged heads */
+    const real *dctx;       /* backward: their gradient */
+    real *probs_out;        /* forward */
+    const real *probs;      /* backward */
+} FN(packed_args);
+
+static void FN(packed_forward_slice)(const void *args, FN(head_scratch) *s, ct_int b, ct_int h)
+{
+    const FN(packed_args) *a = args;
+    const ct_mha_shape *sh = a->shape;
+    ct_int E = sh->E, H = sh->H, Dh = E / H, Tq = sh->Tq, Tk = sh->Tk;
+    FN(head_in) x = FN(packed_in)(&a->p, sh, b, h);
+    real *c = a->ctx + FN(row0)(sh, b, Tq) * E + h * Dh;
+    /* s->P (allocated with dropout only) holds the dropped weights; probs keeps P */
+    FN(head_forward)(c, FN(row_step)(sh) * E, a->probs_out + (b * H + h) * Tq * Tk, s->P, &x, a->o, b, h,
+                     H, Tq, Tk, Dh, Dh);
+}
+
+static void FN(packed_backward_slice)(const void *args, FN(head_scratch) *s, ct_int b, ct_int h)
+{
+    const FN(packed_args) *a = args;
+    const ct_mha_shape *sh = a->shape;
+    ct_int E = sh->E, H = sh->H, Dh = E / H, Tq = sh->Tq, Tk = sh->Tk;
+    FN(head_in) x = FN(packed_in)(&a->p, sh, b, h), dx = FN(packed_in)(&a->dp, sh, b, h);
+    FN(head_grad) g = {(real *)dx.q, (real *)dx.k, (real *)dx.v, dx.ldq, dx.ldk, dx.ldv};
+    const real *dc = a->dctx + FN(row0)(sh, b, Tq) * E + h * Dh;
+    FN(head_backward)(&g, dc, FN(row_step)(sh) * E, &x, a->probs + (b * H + h) * Tq * Tk, 1, s, a->o, b,
+                      h, H, Tq, Tk, Dh, Dh);
+}
+
 /* mha_packed_forward
  *   xq (B*Tq token rows, E); xkv (B*Tk rows, E), unused for self-attention
  *   w_in (3E, E), b_in (3E) or NULL; wo (E, E), bo (E) or NULL
@@ -424,18 +526,9 @@ int FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs, 
         FN(linear_forward)(proj_q, xq, w_in, b_in, B * Tq, E, E);
         FN(linear_forward)(proj_kv, xkv, w_in + E * E, b_in ? b_in + E : NULL, B * Tk, E, 2 * E);
     }
-    real *dropped = malloc((size_t)CT_MAX(Tq * Tk, 1) * sizeof(real));
-    if (dropped == NULL) return -1;
-    FN(packed_views) p = FN(packed_views_of)(proj_q, proj_kv, s);
-    ct_int step = FN(row_step)(s);
-    for (ct_int b = 0; b < B; b++)
-        for (ct_int h = 0; h < H; h++) {
-            FN(head_in) x = FN(packed_in)(&p, s, b, h);
-            real *c = ctx + FN(row0)(s, b, Tq) * E + h * Dh;
-            FN(head_forward)(c, step * E, probs + (b * H + h) * Tq * Tk, dropped, &x, o, b, h, H,
-                             Tq, Tk, Dh, Dh);
-        }
-    free(dropped);
+    FN(packed_args) a = {.o = o, .shape = s, .p = FN(packed_views_of)(proj_q, proj_kv, s), .ctx = ctx,
+                         .probs_out = probs};
+    if (FN(run_slices)(FN(packed_forward_slice), &a, o, 1, B, H, Tq, Tk, Dh, Dh)) return -1;
     FN(linear_forward)(out, ctx, wo, bo, B * Tq, E, E);
     return 0;
 }
@@ -458,23 +551,14 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
     real *dctx = calloc((size_t)CT_MAX(Nq * E, 1), sizeof(real));
     real *dq = calloc((size_t)CT_MAX(Nq * wq_cols, 1), sizeof(real));
     real *dkv = s->self_attn ? NULL : calloc((size_t)CT_MAX(Nk * 2 * E, 1), sizeof(real));
-    FN(head_scratch) hs = {NULL, NULL};
     int status = -1;
-    if (!dctx || !dq || (!s->self_attn && !dkv) || FN(scratch_alloc)(&hs, o, Tq, Tk)) goto done;
+    if (!dctx || !dq || (!s->self_attn && !dkv)) goto done;
     /* out = ctx wo^T + bo:  dctx = dout wo, dwo += dout^T ctx, dbo += colsum(dout) */
     if (FN(rows_linear_backward)(dctx, dwo, dbo, dout, ctx, wo, Nq, E, E)) goto done;
     /* Heads: gradients of q, k, v land in the packed layout of the projections. */
-    FN(packed_views) p = FN(packed_views_of)(proj_q, proj_kv, s);
-    FN(packed_views) dp = FN(packed_views_of)(dq, dkv, s);
-    ct_int step = FN(row_step)(s);
-    for (ct_int b = 0; b < B && Tq * Tk > 0; b++)
-        for (ct_int h = 0; h < H; h++) {
-            FN(head_in) x = FN(packed_in)(&p, s, b, h), dx = FN(packed_in)(&dp, s, b, h);
-            FN(head_grad) g = {(real *)dx.q, (real *)dx.k, (real *)dx.v, dx.ldq, dx.ldk, dx.ldv};
-            const real *dc = dctx + FN(row0)(s, b, Tq) * E + h * Dh;
-            FN(head_backward)(&g, dc, step * E, &x, probs + (b * H + h) * Tq * Tk, 1, &hs, o, b, h,
-                              H, Tq, Tk, Dh, Dh);
-        }
+    FN(packed_args) a = {.o = o, .shape = s, .p = FN(packed_views_of)(proj_q, proj_kv, s),
+                         .dp = FN(packed_views_of)(dq, dkv, s), .dctx = dctx, .probs = probs};
+    if (Tq * Tk > 0 && FN(run_slices)(FN(packed_backward_slice), &a, o, 1, B, H, Tq, Tk, Dh, Dh)) goto done;
     /* The input projections: one GEMM per operand for all of q, k, v. */
     if (FN(rows_linear_backward)(dxq, dw_in, db_in, dq, xq, w_in, Nq, E, wq_cols)) goto done;
     if (!s->self_attn &&
@@ -483,7 +567,6 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
         goto done;
     status = 0;
 done:
-    FN(scratch_free)(&hs);
     free(dctx), free(dq), free(dkv);
     return status;
 }

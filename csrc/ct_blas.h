@@ -22,59 +22,135 @@
 #define CT_TRANS CblasTrans
 #define CT_ROWMAJOR CblasRowMajor
 
-/* Thread control of the BLAS library (one knob with our own threads). */
-static inline void ct_blas_set_num_threads(int n) { CT_BLAS(openblas_set_num_threads)(n); }
-static inline int ct_blas_get_num_threads(void) { return CT_BLAS(openblas_get_num_threads)(); }
+/* Threads.  OpenBLAS itself runs on one thread, always (set when the module
+ * loads, ct_blas_init_threads): its idle workers busy-wait, and on a small
+ * machine they held the very core our pool's workers needed (a worker of
+ * ours then ran 4 % of the ranks meant for it).  Products big enough for
+ * several threads are split here instead, into blocks of rows or columns of
+ * C, each a one-thread OpenBLAS call on a thread of our pool (parallel.h);
+ * set_num_threads(n) is our ceiling (ct_set_num_threads). */
+static inline void ct_blas_set_num_threads(int n) { ct_set_num_threads(n); }
+static inline int ct_blas_get_num_threads(void) { return ct_get_num_threads(); }
 
-/* Lower the BLAS thread count around small GEMMs; returns the previous
- * count, to restore.  The setting is process-wide (the bundled OpenBLAS
- * exports no per-thread variant), so a GEMM running concurrently in another
- * Python thread may run with fewer threads meanwhile; results are the same. */
-static inline int ct_blas_set_threads_here(int n)
+/* At module load: the thread count OpenBLAS chose (OPENBLAS_NUM_THREADS or
+ * the cores) becomes our ceiling, and OpenBLAS goes to one thread. */
+static inline void ct_blas_init_threads(void)
 {
-    int previous = ct_blas_get_num_threads();
-    ct_blas_set_num_threads(n);
-    return previous;
+    ct_set_num_threads(CT_BLAS(openblas_get_num_threads)());
+    CT_BLAS(openblas_set_num_threads)(1);
 }
 
-/* OpenBLAS runs a GEMM with M N K <= 65536 * 4 (its SMP_THRESHOLD_MIN times
- * GEMM_MULTITHREAD_THRESHOLD) on the calling thread anyway.  Below that the
- * policy is skipped: setting the thread count twice costs ~0.4 us, and the
- * per-head attention GEMMs of a small model are thousands per step. */
-#define CT_BLAS_SERIAL_FLOPS (2.0 * 65536 * 4)
+/* Whether a program set OpenBLAS's own thread count above one (through
+ * OpenBLAS's API, as bench/ does for raw sgemm timings): its GEMMs then go
+ * to OpenBLAS whole, which threads them itself, not split a second time. */
+static inline int ct_blas_threads_set_by_user(void) { return CT_BLAS(openblas_get_num_threads)() > 1; }
 
-/* Around one BLAS call doing `flops`: lower OpenBLAS's thread count to what
- * the work is worth (parallel.h); returns the count to restore (0: none).
- * Never raises the count, so a caller that already lowered it (recurrent.c
- * around its per-step GEMMs) keeps its choice. */
-static inline int ct_blas_call_enter(double flops)
+/* Block edges of a split product are multiples of CT_SPLIT_ALIGN rows or
+ * columns (whole micro-kernel tiles), and a block has at least that many. */
+#define CT_SPLIT_ALIGN 16
+
+/* Edge r of `size` blocks over `extent` (edge 0 = 0, edge size = extent). */
+static inline int ct_split_edge(int extent, int r, int size)
 {
-    if (flops <= CT_BLAS_SERIAL_FLOPS) return 0;
-    int ceiling = ct_blas_get_num_threads();
-    if (ceiling <= 1) return 0;
-    int want = ct_threads_for(flops, ceiling);
-    if (want >= ceiling) return 0;
-    ct_blas_set_num_threads(want);
-    return ceiling;
+    if (r >= size) return extent;
+    long edge = (long)extent * r / size;
+    return (int)(edge / CT_SPLIT_ALIGN * CT_SPLIT_ALIGN);
 }
 
-static inline void ct_blas_call_leave(int saved)
+/* Blocks per thread of a split product: the caller takes the blocks of a
+ * worker that starts late instead of waiting for it at the end. */
+#ifndef CT_SPLIT_BLOCKS
+#define CT_SPLIT_BLOCKS 2
+#endif
+
+/* Threads (or blocks) for a product whose split dimension is `extent` long. */
+static inline int ct_split_threads(int threads, int extent)
 {
-    if (saved > 0) ct_blas_set_num_threads(saved);
+    int most = extent / CT_SPLIT_ALIGN;
+    return threads < most ? threads : (most < 1 ? 1 : most);
 }
 
-/* The GEMM of ct_template.h: cblas_?gemm with the thread policy. */
+/* The GEMM of ct_template.h: cblas_?gemm (row-major), split over the pool
+ * along the longer of C's two dimensions when the policy gives it more than
+ * one thread (ct_threads_for: one below 5 MFLOP).  A block of rows reads
+ * the same rows of op(A), a block of columns the same columns of op(B). */
 #define CT_GEMM_WITH_POLICY(name, real, blas_gemm)                                                    \
+    typedef struct {                                                                                   \
+        enum CBLAS_TRANSPOSE ta, tb;                                                                   \
+        int M, N, K, lda, ldb, ldc, by_rows;                                                           \
+        real alpha, beta;                                                                              \
+        const real *A, *B;                                                                             \
+        real *C;                                                                                       \
+    } name##_split;                                                                                    \
+    static inline void name##_block(void *arg, int rank, int size)                                     \
+    {                                                                                                  \
+        const name##_split *j = arg;                                                                   \
+        int lo = ct_split_edge(j->by_rows ? j->M : j->N, rank, size);                                  \
+        int hi = ct_split_edge(j->by_rows ? j->M : j->N, rank + 1, size);                              \
+        if (lo >= hi) return;                                                                          \
+        if (j->by_rows) {                                                                              \
+            const real *A = j->ta == CblasNoTrans ? j->A + (size_t)lo * j->lda : j->A + lo;            \
+            blas_gemm(CblasRowMajor, j->ta, j->tb, hi - lo, j->N, j->K, j->alpha, A, j->lda, j->B,     \
+                      j->ldb, j->beta, j->C + (size_t)lo * j->ldc, j->ldc);                            \
+        } else {                                                                                       \
+            const real *B = j->tb == CblasNoTrans ? j->B + lo : j->B + (size_t)lo * j->ldb;            \
+            blas_gemm(CblasRowMajor, j->ta, j->tb, j->M, hi - lo, j->K, j->alpha, j->A, j->lda, B,     \
+                      j->ldb, j->beta, j->C + lo, j->ldc);                                             \
+        }                                                                                              \
+    }                                                                                                  \
     static inline void name(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,  \
                             int M, int N, int K, real alpha, const real *A, int lda, const real *B,   \
                             int ldb, real beta, real *C, int ldc)                                      \
     {                                                                                                  \
-        int saved = ct_blas_call_enter(2.0 * M * N * K);                                               \
-        blas_gemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                        \
-        ct_blas_call_leave(saved);                                                                     \
+        int threads = ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here());                      \
+        int by_rows = M >= N;                                                                          \
+        threads = ct_split_threads(threads, by_rows ? M : N);                                          \
+        if (threads <= 1 || order != CblasRowMajor || ct_blas_threads_set_by_user()) {                 \
+            blas_gemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                    \
+            return;                                                                                    \
+        }                                                                                              \
+        name##_split job = {ta, tb, M, N, K, lda, ldb, ldc, by_rows, alpha, beta, A, B, C};            \
+        int blocks = ct_split_threads(CT_SPLIT_BLOCKS * threads, by_rows ? M : N);                     \
+        ct_parallel_run(blocks, threads, name##_block, &job);                                          \
     }
 CT_GEMM_WITH_POLICY(ct_sgemm, float, CT_BLAS(cblas_sgemm))
 CT_GEMM_WITH_POLICY(ct_dgemm, double, CT_BLAS(cblas_dgemm))
 #undef CT_GEMM_WITH_POLICY
+
+/* The GEMV of decoding, y (M) = alpha A (M, N) x + beta y (row-major, no
+ * transpose), split over the pool into blocks of rows of A.  A GEMV is
+ * bound by reading A (2 flops per 4-byte weight), so its work counts 4x its
+ * flops against the pool's threshold: a block of ~30 KB of weights is worth
+ * a thread. */
+#define CT_GEMV_WITH_POLICY(name, real, blas_gemv)                                                    \
+    typedef struct {                                                                                   \
+        int M, N, lda;                                                                                 \
+        real alpha, beta;                                                                              \
+        const real *A, *x;                                                                             \
+        real *y;                                                                                       \
+    } name##_split;                                                                                    \
+    static inline void name##_block(void *arg, int rank, int size)                                     \
+    {                                                                                                  \
+        const name##_split *j = arg;                                                                   \
+        int lo = ct_split_edge(j->M, rank, size), hi = ct_split_edge(j->M, rank + 1, size);            \
+        if (lo < hi)                                                                                   \
+            blas_gemv(CblasRowMajor, CblasNoTrans, hi - lo, j->N, j->alpha, j->A + (size_t)lo * j->lda, \
+                      j->lda, j->x, 1, j->beta, j->y + lo, 1);                                         \
+    }                                                                                                  \
+    static inline void name(int M, int N, real alpha, const real *A, int lda, const real *x, real beta, \
+                            real *y)                                                                   \
+    {                                                                                                  \
+        int threads = ct_pool_threads_for(8.0 * M * N, ct_threads_ceiling_here());                     \
+        threads = ct_split_threads(threads, M);                                                        \
+        if (threads <= 1 || ct_blas_threads_set_by_user()) {                                           \
+            blas_gemv(CblasRowMajor, CblasNoTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);             \
+            return;                                                                                    \
+        }                                                                                              \
+        name##_split job = {M, N, lda, alpha, beta, A, x, y};                                          \
+        ct_parallel_run(threads, threads, name##_block, &job);                                         \
+    }
+CT_GEMV_WITH_POLICY(ct_sgemv, float, CT_BLAS(cblas_sgemv))
+CT_GEMV_WITH_POLICY(ct_dgemv, double, CT_BLAS(cblas_dgemv))
+#undef CT_GEMV_WITH_POLICY
 
 #endif /* CT_BLAS_H */

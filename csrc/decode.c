@@ -31,9 +31,9 @@
 #else
 
 #if CT_DTYPE_IS_F32
-#define CT_GEMV CT_BLAS(cblas_sgemv)
+#define CT_GEMV ct_sgemv /* split over the pool (ct_blas.h) */
 #else
-#define CT_GEMV CT_BLAS(cblas_dgemv)
+#define CT_GEMV ct_dgemv
 #endif
 
 /* decode_linear: the Linear layers of one decoding step (a few rows)
@@ -53,7 +53,7 @@ void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias
         memcpy(out, bias, (size_t)N * sizeof(real));
         beta = 1;
     }
-    CT_GEMV(CT_ROWMAJOR, CT_NOTRANS, (int)N, (int)K, 1, w, (int)K, x, 1, beta, out, 1);
+    CT_GEMV((int)N, (int)K, 1, w, (int)K, x, beta, out);
 }
 
 /* kv_cache_append (in place)

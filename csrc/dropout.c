@@ -28,14 +28,30 @@ CT_INLINE void FN(dropout_scale_loop)(real *restrict out, const real *restrict i
  *   mask (n) uint8 (a bool array in Python): 1 where kept
  *   out (n) = inp * mask / (1 - p)
  */
-CT_RANDOM_CLONES
-void FN(dropout_forward)(real *restrict out, uint8_t *restrict mask, const real *restrict inp,
-                         ct_int n, double p, uint64_t seed, uint64_t offset)
+typedef struct {
+    real *out;
+    uint8_t *mask;
+    const real *inp;
+    double p;
+    uint64_t seed, offset;
+} FN(dropout_args);
+
+/* Elements [i0, i1): the mask is counter-based, so a block's mask is the
+ * slice of the whole mask whichever thread makes it. */
+static CT_RANDOM_CLONES void FN(dropout_forward_range)(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
 {
+    const FN(dropout_args) *a = ctx;
     /* Two passes: the mask (64-bit multiplies, which SSE2/AVX2 lack), then
      * the scaling, which vectorises. */
-    ct_random_keep_range(mask, n, seed, offset, ct_random_threshold(p));
-    FN(dropout_scale_loop)(out, inp, mask, n, FN(dropout_scale)(p));
+    ct_random_keep_range(a->mask + i0, i1 - i0, a->seed, a->offset + (uint64_t)i0, ct_random_threshold(a->p));
+    FN(dropout_scale_loop)(a->out + i0, a->inp + i0, a->mask + i0, i1 - i0, FN(dropout_scale)(a->p));
+}
+
+void FN(dropout_forward)(real *out, uint8_t *mask, const real *inp, ct_int n, double p, uint64_t seed,
+                         uint64_t offset)
+{
+    FN(dropout_args) a = {out, mask, inp, p, seed, offset};
+    ct_parallel_rows(n, 8.0 * n, FN(dropout_forward_range), &a);
 }
 
 /* dropout_backward (accumulates)

@@ -57,10 +57,25 @@ static CT_VECTOR_CLONES void FN(bias_act_row)(real *restrict out, const real *re
 
 /* bias_act_forward
  *   inp (M, N), bias (N) or NULL  ->  out (M, N) = act(inp + bias) */
+typedef struct {
+    real *out;
+    const real *inp, *bias;
+    int act;
+    ct_int N;
+} FN(bias_act_args);
+
+static void FN(bias_act_rows)(void *ctx, ptrdiff_t m0, ptrdiff_t m1)
+{
+    const FN(bias_act_args) *a = ctx;
+    for (ct_int m = m0; m < m1; m++) FN(bias_act_row)(a->out + m * a->N, a->inp + m * a->N, a->bias, a->act, a->N);
+}
+
+/* (blocks of rows may run on the pool's threads: each row is one thread's) */
 void FN(bias_act_forward)(real *out, const real *inp, const real *bias, int act, ct_int M,
                           ct_int N)
 {
-    for (ct_int m = 0; m < M; m++) FN(bias_act_row)(out + m * N, inp + m * N, bias, act, N);
+    FN(bias_act_args) a = {out, inp, bias, act, N};
+    ct_parallel_rows(M, (act == CT_ACT_RELU ? 2.0 : 20.0) * M * N, FN(bias_act_rows), &a);
 }
 
 /* One row of relu backward: dz = dout where z = inp + bias > 0 (0 where z <= 0, NaN z

@@ -79,26 +79,44 @@ CT_INLINE void FN(layernorm_row)(real *restrict y, real *mean, real *rstd, const
     *rstd = (real)rs;
 }
 
+typedef struct {
+    real *out, *mean, *rstd;
+    const real *inp, *residual, *weight, *bias;
+    double eps;
+    ct_int D;
+} FN(layernorm_rows_args);
+
+/* Rows [n0, n1) of add_layernorm_forward (a block of ct_parallel_rows). */
+static CT_VECTOR_CLONES void FN(add_layernorm_forward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
+{
+    const FN(layernorm_rows_args) *a = ctx;
+    ct_int D = a->D;
+    for (ct_int n = n0; n < n1; n++) {
+        if (a->residual != NULL)
+            FN(layernorm_row)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, a->residual + n * D,
+                              a->weight, a->bias, a->eps, D);
+        else
+            FN(layernorm_row)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, NULL, a->weight,
+                              a->bias, a->eps, D);
+    }
+}
+
 /* add_layernorm_forward (also layernorm_forward, with residual NULL)
  *   inp, residual (N, D)  rows are any flattened leading dims; residual may be NULL
  *   weight (D) or NULL (scale 1), bias (D) or NULL (shift 0)
  *   h = inp + residual;  out (N, D) = (h - mean) * rstd * weight + bias
  *   mean (N), rstd (N) = 1 / sqrt(var + eps), kept for backward
  * layernorm_row is inlined twice, once with a literal NULL residual, so each
- * copy's loops are compiled (and vectorised) without the test of r.
+ * copy's loops are compiled (and vectorised) without the test of r.  Blocks
+ * of rows may run on the pool's threads (ct_parallel_rows): every row is one
+ * thread's, so the bits do not depend on the thread count.
  */
-CT_VECTOR_CLONES
 void FN(add_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp,
                                const real *residual, const real *weight, const real *bias,
                                double eps, ct_int N, ct_int D)
 {
-    for (ct_int n = 0; n < N; n++) {
-        if (residual != NULL)
-            FN(layernorm_row)(out + n * D, mean + n, rstd + n, inp + n * D, residual + n * D, weight,
-                              bias, eps, D);
-        else
-            FN(layernorm_row)(out + n * D, mean + n, rstd + n, inp + n * D, NULL, weight, bias, eps, D);
-    }
+    FN(layernorm_rows_args) a = {out, mean, rstd, inp, residual, weight, bias, eps, D};
+    ct_parallel_rows(N, 12.0 * N * D, FN(add_layernorm_forward_rows), &a);
 }
 
 /* layernorm_forward

@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -140,6 +142,30 @@ static int idle_cores(void)
     return __atomic_load_n(&idle, __ATOMIC_RELAXED);
 }
 
+static int thread_ceiling; /* 0: not set yet, the online cores */
+static __thread int thread_cap;
+
+void ct_set_num_threads(int n) { __atomic_store_n(&thread_ceiling, n < 1 ? 1 : n, __ATOMIC_RELAXED); }
+
+int ct_get_num_threads(void)
+{
+    int n = __atomic_load_n(&thread_ceiling, __ATOMIC_RELAXED);
+    return n > 0 ? n : online_cores();
+}
+
+int ct_threads_cap_set(int cap)
+{
+    int previous = thread_cap;
+    thread_cap = cap < 0 ? 0 : cap;
+    return previous;
+}
+
+int ct_threads_ceiling_here(void)
+{
+    int ceiling = ct_get_num_threads();
+    return thread_cap > 0 && thread_cap < ceiling ? thread_cap : ceiling;
+}
+
 /* Nonzero: the thread count depends on the work size only (see parallel.h). */
 static int load_blind;
 
@@ -154,32 +180,202 @@ int ct_threads_for(double flops, int ceiling)
     return usable < ceiling ? usable : ceiling;
 }
 
-typedef struct {
-    ct_parallel_fn fn;
-    void *ctx;
-    int rank, size;
-} rank_call;
+#define CT_POOL_MIN_FLOPS 1.0e6 /* below: the caller alone */
 
-static void *run_rank(void *arg)
+int ct_pool_threads_for(double flops, int ceiling)
 {
-    rank_call *call = arg;
-    call->fn(call->ctx, call->rank, call->size);
+    if (ceiling <= 1 || flops < CT_POOL_MIN_FLOPS) return 1;
+    if (ct_threads_load_blind()) return ceiling;
+    int usable = 1 + idle_cores();
+    return usable < ceiling ? usable : ceiling;
+}
+
+/* ---------------------------------------------------------------------------
+ * The pool behind ct_parallel_run: workers started once (lazily) and kept,
+ * where a thread per call cost ~50 us to start and join, more than a small
+ * model's head loop gains.
+ *
+ * A job is (fn, ctx, size, threads).  Its state is one 64-bit word, `claim`:
+ *     job number (32 bits) | helpers still wanted (8) | size (12) | next rank (12)
+ * and every change to it is a compare-and-swap, so
+ *   - a worker joins a job by taking one of its threads - 1 helper places,
+ *     then claims ranks one at a time, as the caller does: a worker that is
+ *     asleep or descheduled when the job comes leaves its ranks to the
+ *     caller, which never waits for a rank nobody started (it waits only for
+ *     ranks running on other threads);
+ *   - a worker late for a job finds another job number, or no rank left, in
+ *     the word it compares, and takes nothing.  fn and ctx are read only
+ *     after a successful claim of an existing rank, and the caller cannot
+ *     publish the next job while that rank is unfinished, so they are the
+ *     claimed job's.
+ * Idle workers poll for CT_POOL_SPIN_NS with sched_yield (a process that
+ * needs the core gets it), then sleep on a condition variable; the job
+ * number is bumped under the mutex the sleepers check it under, so no wake-up
+ * is lost.  One job at a time: a caller that finds the pool busy (another
+ * Python thread's kernel, or a kernel called from a rank) runs its ranks
+ * itself.  After fork() the child has none of the workers: the pool is reset
+ * there. */
+#define CT_POOL_SPIN_NS 100000L /* 0.1 ms: the gap between two kernels of a training step */
+#define CT_POOL_MAX_RANKS 4095  /* 12 bits of `claim` */
+#define CLAIM_NEXT(c) ((int)((c) & 0xFFF))
+#define CLAIM_SIZE(c) ((int)(((c) >> 12) & 0xFFF))
+#define CLAIM_HELPERS(c) ((int)(((c) >> 24) & 0xFF))
+#define CLAIM_JOB(c) ((unsigned)((c) >> 32))
+#define CLAIM_ONE_HELPER ((uint64_t)1 << 24)
+
+static struct {
+    pthread_mutex_t run_lock;   /* held by the caller of the job in progress */
+    pthread_mutex_t sleep_lock; /* guards `published` changes and `sleepers` */
+    pthread_cond_t wake;
+    unsigned published;         /* job number; workers wait for it to change */
+    int sleepers;
+    uint64_t claim;             /* see above */
+    ct_parallel_fn fn;          /* the job: valid while one of its ranks is claimed */
+    void *ctx;
+    int done;                   /* ranks of the current job finished */
+    int workers;                /* started (only the caller holding run_lock starts more) */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static long monotonic_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)now.tv_sec * 1000000000L + now.tv_nsec;
+}
+
+/* Claim and run ranks of job `job` until none is left. */
+static void run_claims(unsigned job)
+{
+    uint64_t claim = __atomic_load_n(&pool.claim, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if (CLAIM_JOB(claim) != job || CLAIM_NEXT(claim) >= CLAIM_SIZE(claim)) return;
+        if (!__atomic_compare_exchange_n(&pool.claim, &claim, claim + 1, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            continue; /* claim now holds the current value: look again */
+        pool.fn(pool.ctx, CLAIM_NEXT(claim), CLAIM_SIZE(claim));
+        __atomic_fetch_add(&pool.done, 1, __ATOMIC_RELEASE);
+        claim = __atomic_load_n(&pool.claim, __ATOMIC_ACQUIRE);
+    }
+}
+
+/* A worker takes a helper place in job `job` (0: none left, or the job is over). */
+static int join_job(unsigned job)
+{
+    uint64_t claim = __atomic_load_n(&pool.claim, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if (CLAIM_JOB(claim) != job || CLAIM_HELPERS(claim) == 0 || CLAIM_NEXT(claim) >= CLAIM_SIZE(claim))
+            return 0;
+        if (__atomic_compare_exchange_n(&pool.claim, &claim, claim - CLAIM_ONE_HELPER, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return 1;
+    }
+}
+
+/* A worker's wait for a job other than `seen`: poll, then sleep. */
+static unsigned wait_for_job(unsigned seen)
+{
+    long start = monotonic_ns();
+    for (;;) {
+        unsigned job = __atomic_load_n(&pool.published, __ATOMIC_ACQUIRE);
+        if (job != seen) return job;
+        if (monotonic_ns() - start > CT_POOL_SPIN_NS) break;
+        sched_yield();
+    }
+    pthread_mutex_lock(&pool.sleep_lock);
+    pool.sleepers++;
+    unsigned job;
+    while ((job = __atomic_load_n(&pool.published, __ATOMIC_ACQUIRE)) == seen)
+        pthread_cond_wait(&pool.wake, &pool.sleep_lock);
+    pool.sleepers--;
+    pthread_mutex_unlock(&pool.sleep_lock);
+    return job;
+}
+
+static void *worker_main(void *arg)
+{
+    unsigned seen = (unsigned)(uintptr_t)arg;
+    for (;;) {
+        seen = wait_for_job(seen);
+        if (join_job(seen)) run_claims(seen);
+    }
     return NULL;
 }
 
-void ct_parallel_run(int size, ct_parallel_fn fn, void *ctx)
+/* Start workers until there are `want` (as many as can be started). */
+static void start_workers(int want)
 {
-    size = size < 1 ? 1 : size > CT_PARALLEL_MAX ? CT_PARALLEL_MAX : size;
-    rank_call calls[CT_PARALLEL_MAX];
-    pthread_t threads[CT_PARALLEL_MAX];
-    int started[CT_PARALLEL_MAX] = {0};
-    for (int r = 1; r < size; r++) {
-        calls[r] = (rank_call){fn, ctx, r, size};
-        started[r] = pthread_create(&threads[r], NULL, run_rank, &calls[r]) == 0;
+    while (pool.workers < want) {
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        unsigned seen = __atomic_load_n(&pool.published, __ATOMIC_ACQUIRE);
+        int failed = pthread_create(&thread, &attr, worker_main, (void *)(uintptr_t)seen);
+        pthread_attr_destroy(&attr);
+        if (failed) return;
+        pool.workers++;
     }
-    fn(ctx, 0, size);
-    for (int r = 1; r < size; r++) {
-        if (started[r]) pthread_join(threads[r], NULL);
-        else fn(ctx, r, size);
+}
+
+/* In the child after fork(): the workers were not copied, and a lock may
+ * have been copied held. */
+static void pool_after_fork_child(void)
+{
+    pthread_mutex_init(&pool.run_lock, NULL);
+    pthread_mutex_init(&pool.sleep_lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pool.sleepers = 0;
+    pool.workers = 0;
+}
+
+static void pool_register_fork_handler(void) { pthread_atfork(NULL, NULL, pool_after_fork_child); }
+
+void ct_parallel_run(int size, int threads, ct_parallel_fn fn, void *ctx)
+{
+    static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
+    threads = threads < 1 ? 1 : threads > CT_PARALLEL_MAX ? CT_PARALLEL_MAX : threads;
+    if (size <= 1 || threads == 1 || size > CT_POOL_MAX_RANKS || pthread_mutex_trylock(&pool.run_lock) != 0) {
+        for (int r = 0; r < size; r++) fn(ctx, r, size);
+        return;
     }
+    pthread_once(&fork_handler_once, pool_register_fork_handler);
+    start_workers(threads - 1);
+    pool.fn = fn, pool.ctx = ctx;
+    __atomic_store_n(&pool.done, 0, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&pool.sleep_lock);
+    unsigned job = __atomic_load_n(&pool.published, __ATOMIC_RELAXED) + 1;
+    uint64_t claim = (uint64_t)job << 32 | (uint64_t)(threads - 1) << 24 | (uint64_t)size << 12;
+    __atomic_store_n(&pool.claim, claim, __ATOMIC_RELEASE);
+    __atomic_store_n(&pool.published, job, __ATOMIC_RELEASE);
+    if (pool.sleepers > 0) pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.sleep_lock);
+    run_claims(job);
+    /* every rank is claimed now; wait for those still running on workers */
+    while (__atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) < size) sched_yield();
+    pthread_mutex_unlock(&pool.run_lock);
+}
+
+typedef struct {
+    ct_rows_fn fn;
+    void *ctx;
+    ptrdiff_t n;
+} rows_job;
+
+static void rows_rank(void *arg, int rank, int size)
+{
+    const rows_job *job = arg;
+    ptrdiff_t begin = job->n * rank / size, end = job->n * (rank + 1) / size;
+    if (begin < end) job->fn(job->ctx, begin, end);
+}
+
+void ct_parallel_rows(ptrdiff_t n, double flops, ct_rows_fn fn, void *ctx)
+{
+    int threads = ct_pool_threads_for(flops, ct_threads_ceiling_here());
+    if (threads <= 1 || n < 2) {
+        if (n > 0) fn(ctx, 0, n);
+        return;
+    }
+    rows_job job = {fn, ctx, n};
+    int blocks = (int)(n < 4 * threads ? n : 4 * threads); /* a late worker's blocks go to the caller */
+    ct_parallel_run(blocks, threads, rows_rank, &job);
 }

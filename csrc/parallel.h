@@ -18,6 +18,23 @@
 #ifndef CT_PARALLEL_H
 #define CT_PARALLEL_H
 
+#include <stddef.h>
+
+/* The thread ceiling, set_num_threads(n): every kernel call uses at most
+ * this many threads, ours (the pool below) and OpenBLAS's (which is kept at
+ * one thread: our GEMM wrapper in ct_blas.h splits products over the pool,
+ * so that only our workers ever wait for work, under our spin-then-sleep
+ * rule; OpenBLAS's own idle workers busy-wait on the core ours need). */
+void ct_set_num_threads(int n);
+int ct_get_num_threads(void);
+
+/* A cap on the threads of the calls made from this thread (0: none), for
+ * code that knows its calls are too small to split (the recurrent steps);
+ * returns the previous cap, to give back to ct_threads_cap_set. */
+int ct_threads_cap_set(int cap);
+/* min(ceiling, this thread's cap) */
+int ct_threads_ceiling_here(void);
+
 /* Threads (1 .. ceiling) worth using for one call doing `flops`
  * floating-point operations (a GEMM: 2 M N K). */
 int ct_threads_for(double flops, int ceiling);
@@ -32,10 +49,26 @@ int ct_threads_load_blind(void);
 
 typedef void (*ct_parallel_fn)(void *ctx, int rank, int size);
 
-/* Calls fn(ctx, rank, size) for every rank in [0, size): rank 0 on the
- * caller, the others on threads started for this call and joined before it
- * returns.  A rank whose thread cannot start runs on the caller after rank 0,
- * so every rank always runs exactly once. */
-void ct_parallel_run(int size, ct_parallel_fn fn, void *ctx);
+/* Calls fn(ctx, rank, size) exactly once for every rank in [0, size), on
+ * the caller and up to threads - 1 workers of a persistent pool
+ * (parallel.c), and returns when all have run.  Ranks are claimed as
+ * threads come free, so a worker that is asleep or descheduled leaves its
+ * ranks to the caller; ranks must not wait for each other.  With threads or
+ * size 1, or while another caller's job is running (another Python thread,
+ * or fn itself calling a kernel), every rank runs on the caller, in order. */
+void ct_parallel_run(int size, int threads, ct_parallel_fn fn, void *ctx);
+
+/* fn(ctx, begin, end) over the rows [0, n) in contiguous blocks, on as many
+ * threads of the pool as `flops` of work is worth (ct_pool_threads_for,
+ * from this thread's ceiling); each row is computed by one thread, whole, so
+ * a row kernel gives the same bits on any thread count. */
+typedef void (*ct_rows_fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end);
+void ct_parallel_rows(ptrdiff_t n, double flops, ct_rows_fn fn, void *ctx);
+
+/* Threads (1 .. ceiling) worth using for one ct_parallel_run job of `flops`
+ * work: the pool's workers stay awake between the kernels of a step, so a
+ * job pays from CT_POOL_MIN_FLOPS on, a fifth of a GEMM's threshold; as
+ * ct_threads_for, only the idle cores are counted (load-blind: the ceiling). */
+int ct_pool_threads_for(double flops, int ceiling);
 
 #endif

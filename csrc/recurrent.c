@@ -143,22 +143,21 @@ static CT_VECTOR_CLONES void FN(row_backward)(int mode, ct_int H, const real *re
  * work, and on a busy machine a descheduled helper thread stalls every step
  * (measured: 15x slower).  GEMMs under CT_RNN_SMALL_GEMM flops therefore
  * run on the calling thread: the BLAS thread count is lowered to 1 around
- * them and restored (see ct_blas_set_threads_here). */
+ * them (a cap on this thread's calls, parallel.h). */
 #ifndef CT_RNN_THREADS
 #define CT_RNN_THREADS
 #define CT_RNN_SMALL_GEMM 16.0e6
 
-/* Returns the thread count to restore with ct_rnn_threads_leave (0: none). */
+/* Returns the cap to give back with ct_rnn_threads_leave (-1: none set). */
 static int ct_rnn_threads_enter(double flops)
 {
-    if (flops >= CT_RNN_SMALL_GEMM) return 0;
-    if (ct_blas_get_num_threads() <= 1) return 0;
-    return ct_blas_set_threads_here(1);
+    if (flops >= CT_RNN_SMALL_GEMM) return -1;
+    return ct_threads_cap_set(1);
 }
 
 static void ct_rnn_threads_leave(int saved)
 {
-    if (saved > 1) ct_blas_set_threads_here(saved);
+    if (saved >= 0) ct_threads_cap_set(saved);
 }
 #endif
 
@@ -364,7 +363,7 @@ int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x,
     FN(sweep) sweep = {.shape = shape, .v = v, .sw = &sw, .hproj = hproj, .out = out, .b_hh = b_hh};
     int sweepers = FN(sweep_threads)(&sw, B);
     threads = ct_rnn_threads_enter(2.0 * B * H * GH);
-    ct_parallel_run(sweepers, FN(forward_sweep), &sweep);
+    ct_parallel_run(sweepers, sweepers, FN(forward_sweep), &sweep);
     ct_rnn_threads_leave(threads);
     FN(step_weight_free)(&sw);
     if (h_n) memcpy(h_n, v.hs + T * BH, (size_t)BH * sizeof(real));
@@ -452,7 +451,7 @@ int FN(rnn_backward)(real *dx, real *dh0, real *dc0, real *dw_ih, real *dw_hh, r
                        .dgi = dgi, .dgh = dgh};
     int sweepers = FN(sweep_threads)(&sw, B);
     int threads = ct_rnn_threads_enter(2.0 * B * H * GH);
-    ct_parallel_run(sweepers, FN(backward_sweep), &sweep);
+    ct_parallel_run(sweepers, sweepers, FN(backward_sweep), &sweep);
     ct_rnn_threads_leave(threads);
     FN(step_weight_free)(&sw);
     if (dh0)

@@ -116,12 +116,27 @@ acc_t FN(sum_exp_shifted)(const real *restrict x, real m, ct_int D)
  *   inp (N, D)  rows are any flattened leading dims
  *   out (N, D)  = softmax of each row (see softmax_row)
  */
+typedef struct {
+    real *out;
+    const real *inp;
+    ct_int D;
+} FN(rows_args);
+
+static void FN(softmax_forward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
+{
+    const FN(rows_args) *a = ctx;
+    ct_int D = a->D;
+    for (ct_int n = n0; n < n1; n++) {
+        memcpy(a->out + n * D, a->inp + n * D, (size_t)D * sizeof(real));
+        FN(softmax_row)(a->out + n * D, D);
+    }
+}
+
+/* (blocks of rows may run on the pool's threads: each row is one thread's) */
 void FN(softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
 {
-    for (ct_int n = 0; n < N; n++) {
-        memcpy(out + n * D, inp + n * D, (size_t)D * sizeof(real));
-        FN(softmax_row)(out + n * D, D);
-    }
+    FN(rows_args) a = {out, inp, D};
+    ct_parallel_rows(N, 20.0 * N * D, FN(softmax_forward_rows), &a);
 }
 
 /* softmax_backward (accumulates)
@@ -143,18 +158,26 @@ void FN(softmax_backward)(real *dinp, const real *dout, const real *out, ct_int 
 /* log_softmax_forward
  *   inp (N, D), out (N, D) = (x - m) - log sum exp(x - m) for each row
  */
-CT_VECTOR_CLONES
-void FN(log_softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
+static CT_VECTOR_CLONES void FN(log_softmax_forward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
 {
-    if (D == 0) return;
-    for (ct_int n = 0; n < N; n++) {
-        const real *restrict x = inp + n * D;
-        real *restrict y = out + n * D;
+    const FN(rows_args) *a = ctx;
+    ct_int D = a->D;
+    for (ct_int n = n0; n < n1; n++) {
+        const real *restrict x = a->inp + n * D;
+        real *restrict y = a->out + n * D;
         real m = VMAX(x, D);
         if (m != m || m == -INFINITY) { FN(row_fill)(y, m, D); continue; } /* NaN / all -inf */
         acc_t log_sum = log(FN(sum_exp_shifted)(x, m, D));
         for (ct_int i = 0; i < D; i++) y[i] = (real)((acc_t)x[i] - m - log_sum);
     }
+}
+
+/* (blocks of rows may run on the pool's threads: each row is one thread's) */
+void FN(log_softmax_forward)(real *out, const real *inp, ct_int N, ct_int D)
+{
+    if (D == 0) return;
+    FN(rows_args) a = {out, inp, D};
+    ct_parallel_rows(N, 20.0 * N * D, FN(log_softmax_forward_rows), &a);
 }
 
 /* log_softmax_backward (accumulates)

@@ -10,6 +10,9 @@ __version__ = "0.1.0"
 
 import os as _os
 
+# (ctransformer keeps OpenBLAS on one thread and splits GEMMs over its own
+# pool, csrc/ct_blas.h; this matters to a program that sets OpenBLAS's own
+# thread count through its API.)
 # Idle OpenBLAS threads busy-wait for 2^OPENBLAS_THREAD_TIMEOUT cycles after
 # each parallel call before they sleep: by default 2^28 (~0.1 s), spinning on
 # a core that another process (or our recurrent kernels' own threads, see
@@ -63,9 +66,10 @@ from . import testing  # noqa: E402
 
 
 def set_num_threads(n: int) -> None:
-    """One knob for every thread we use: OpenBLAS's pool and the threads our
-    recurrent kernels start for one call (csrc/parallel.c).  OMP_NUM_THREADS /
-    OPENBLAS_NUM_THREADS are read at import."""
+    """One knob for every thread we use: the ceiling of our thread pool
+    (csrc/parallel.c), which splits GEMMs, attention's heads and the
+    recurrent time loops; OpenBLAS itself stays on one thread.
+    OMP_NUM_THREADS / OPENBLAS_NUM_THREADS are read at import."""
     kernels.set_num_threads(n)
 
 

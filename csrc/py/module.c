@@ -37,6 +37,16 @@ static PyObject *py_threads_for(PyObject *self, PyObject *args)
     return PyLong_FromLong(ct_threads_for(flops, ceiling));
 }
 
+/* pool_threads_for(flops, ceiling) -> threads one pooled job (the attention
+ * heads) of `flops` uses (parallel.h) */
+static PyObject *py_pool_threads_for(PyObject *self, PyObject *args)
+{
+    double flops;
+    int ceiling;
+    if (!PyArg_ParseTuple(args, "di:pool_threads_for", &flops, &ceiling)) return NULL;
+    return PyLong_FromLong(ct_pool_threads_for(flops, ceiling));
+}
+
 /* thread_policy_load_blind(on or None) -> the previous setting (parallel.h) */
 static PyObject *py_thread_policy_load_blind(PyObject *self, PyObject *arg)
 {
@@ -84,6 +94,8 @@ static PyMethodDef base_methods[] = {
     {"set_num_threads", py_set_num_threads, METH_O, "Set the number of BLAS threads."},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "Number of BLAS threads."},
     {"threads_for", py_threads_for, METH_VARARGS, "Threads the policy gives one call of this many flops."},
+    {"pool_threads_for", py_pool_threads_for, METH_VARARGS,
+     "Threads the policy gives one pooled job (the attention heads) of this much work."},
     {"thread_policy_load_blind", py_thread_policy_load_blind, METH_O,
      "Make the thread count of a call depend on its size only (True), or also on the load (False)."},
     {"blas_config", py_blas_config, METH_NOARGS, "Which OpenBLAS this build links."},
@@ -126,6 +138,7 @@ PyMODINIT_FUNC PyInit__C(void)
 {
     import_array();
     if (ct_fork_guard_install() < 0) return NULL;
+    ct_blas_init_threads();
     if (all_methods == NULL) all_methods = join_tables();
     if (all_methods == NULL) return PyErr_NoMemory();
     module_def.m_methods = all_methods;

@@ -5,7 +5,9 @@ from .. import _C
 
 
 def set_num_threads(n: int) -> None:
-    """Use at most ``n`` threads in every kernel (OpenBLAS included).
+    """Use at most ``n`` threads in every kernel: our pool's, which splits
+    GEMMs and the per-head and recurrent loops (OpenBLAS runs each piece on
+    one thread).
 
     ``n`` is a ceiling: each call uses as many of them as its work is worth
     (``threads_for``), so that the default (all cores) is never slower than
@@ -33,6 +35,20 @@ def threads_for(flops: float, ceiling: int | None = None) -> int:
     if ceiling is None:
         ceiling = get_num_threads()
     return _C.threads_for(float(flops), int(ceiling))
+
+
+def pool_threads_for(flops: float, ceiling: int | None = None) -> int:
+    """Threads (1 .. ceiling) the thread policy gives one job of our own
+    thread pool (the per-head loop of attention) doing about ``flops``
+    floating-point operations; ``ceiling`` defaults to ``get_num_threads()``.
+
+    The pool's workers stay awake between the kernels of a training step, so
+    a job is worth a second thread from ~1 MFLOP (a GEMM from ~5); above it,
+    as many as there are idle cores, or the ceiling in deterministic mode.
+    The results of a pooled kernel do not depend on the count."""
+    if ceiling is None:
+        ceiling = get_num_threads()
+    return _C.pool_threads_for(float(flops), int(ceiling))
 
 
 def blas_config() -> str:

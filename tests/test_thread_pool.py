@@ -1,0 +1,241 @@
+"""Our thread pool (csrc/parallel.c): the per-head loops of attention split
+over threads give the same bits as one thread, whatever the thread count,
+the load, another Python thread using the pool, or a fork."""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import ctransformer as ct
+from ctransformer import kernels as K
+from ctransformer.kernels.runtime import pool_threads_for
+
+
+@pytest.fixture
+def load_blind():
+    """Deterministic mode: the pool takes the ceiling whatever the machine's
+    load, so the split really happens in these tests (on a busy machine the
+    policy would keep small jobs on the caller)."""
+    before = ct.get_num_threads()
+    ct.use_deterministic_algorithms(True)
+    yield
+    ct.use_deterministic_algorithms(False)
+    ct.set_num_threads(before)
+
+
+def test_pool_policy_small_jobs_stay_on_the_caller():
+    assert pool_threads_for(1e4, 2) == 1
+    assert pool_threads_for(5e5, 8) == 1
+    for flops in (1e3, 2e6, 1e9):
+        for ceiling in (1, 2, 5):
+            assert 1 <= pool_threads_for(flops, ceiling) <= ceiling
+
+
+def test_pool_policy_load_blind_takes_the_ceiling(load_blind):
+    assert pool_threads_for(2e6, 2) == 2
+    assert pool_threads_for(2e6, 5) == 5
+    assert pool_threads_for(2e6, 1) == 1
+
+
+def _packed_case(dtype, self_attn, seq_first, dropout_p, causal, rng):
+    """Arguments of mha_packed_forward / backward with ~3 MFLOP of head work
+    (B * H slices of (T, T) weights: split over the pool) but every GEMM of
+    the projections under the 5 MFLOP from which a GEMM is split (its row
+    blocks may take another OpenBLAS kernel, see test_split_gemm_...)."""
+    B, Tq, Tk, E, H = 24, 20, 17, 32, 4
+    if self_attn:
+        Tk = Tq
+    q_shape = (Tq, B, E) if seq_first else (B, Tq, E)
+    kv_shape = (Tk, B, E) if seq_first else (B, Tk, E)
+    x = rng.standard_normal(q_shape).astype(dtype)
+    kv = None if self_attn else rng.standard_normal(kv_shape).astype(dtype)
+    w_in = (rng.standard_normal((3 * E, E)) * 0.2).astype(dtype)
+    b_in = rng.standard_normal(3 * E).astype(dtype)
+    wo = (rng.standard_normal((E, E)) * 0.2).astype(dtype)
+    bo = rng.standard_normal(E).astype(dtype)
+    keep = np.ones((B, 1, 1, Tk), bool)
+    keep[::3, :, :, Tk - 4:] = False   # padded keys in every third sequence
+    opts = dict(mask=keep, dropout_p=dropout_p, seed=11, seq_first=seq_first)
+    if causal:
+        opts["is_causal"] = True
+    return (x, kv, w_in, b_in, wo, bo, H), opts
+
+
+def _packed_run(args, opts):
+    out, saved = K.mha_packed_forward(*args, **opts)
+    dout = np.cos(np.arange(out.size, dtype=out.dtype)).reshape(out.shape)
+    grads = K.mha_packed_backward(dout, *args, saved, **opts)
+    return [out, saved.probs] + [g for g in grads if g is not None]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("self_attn,seq_first,dropout_p,causal", [
+    (True, False, 0.0, False), (True, True, 0.0, True), (False, False, 0.2, False), (False, True, 0.0, False),
+    (True, False, 0.3, True)])
+def test_packed_attention_same_bits_on_any_thread_count(load_blind, dtype, self_attn, seq_first, dropout_p,
+                                                       causal):
+    rng = np.random.default_rng(5)
+    args, opts = _packed_case(dtype, self_attn, seq_first, dropout_p, causal, rng)
+    ct.set_num_threads(1)
+    one = _packed_run(args, opts)
+    for threads in (2, 3, 8):
+        ct.set_num_threads(threads)
+        many = _packed_run(args, opts)
+        assert ct.get_num_threads() == threads      # the ceiling is back after every call
+        assert len(many) == len(one)
+        for a, b in zip(one, many):
+            assert np.array_equal(a, b), f"{threads} threads differ from 1"
+
+
+def _sdpa_and_mha(dtype, dropout_p, rng):
+    B, H, Tq, Tk, D = 6, 4, 18, 21, 16   # mha's projections: <= 2 * 126 * 64 * 64 flops, not split
+    q = rng.standard_normal((B, H, Tq, D)).astype(dtype)
+    k = rng.standard_normal((B, H, Tk, D)).astype(dtype)
+    v = rng.standard_normal((B, H, Tk, D)).astype(dtype)
+    out, probs = K.sdpa_forward(q, k, v, dropout_p=dropout_p, seed=3)
+    dout = np.sin(np.arange(out.size, dtype=dtype)).reshape(out.shape)
+    results = [out, probs, *K.sdpa_backward(dout, q, k, v, probs, dropout_p=dropout_p, seed=3)]
+    E = H * D
+    query = rng.standard_normal((B, Tq, E)).astype(dtype)
+    key = rng.standard_normal((B, Tk, E)).astype(dtype)
+    ws = [(rng.standard_normal((E, E)) * 0.2).astype(dtype) for _ in range(4)]
+    bs = [rng.standard_normal(E).astype(dtype) for _ in range(4)]
+    margs = (query, key, key, ws[0], ws[1], ws[2], bs[0], bs[1], bs[2], ws[3], bs[3], H)
+    mout, saved = K.mha_forward(*margs, dropout_p=dropout_p, seed=4)
+    grads = K.mha_backward(np.cos(mout), *margs, saved, dropout_p=dropout_p, seed=4)
+    results += [mout, saved.probs] + [g for g in grads if g is not None]
+    return results
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dropout_p", [0.0, 0.25])
+def test_sdpa_and_mha_same_bits_on_any_thread_count(load_blind, dtype, dropout_p):
+    ct.set_num_threads(1)
+    one = _sdpa_and_mha(dtype, dropout_p, np.random.default_rng(9))
+    ct.set_num_threads(2)
+    two = _sdpa_and_mha(dtype, dropout_p, np.random.default_rng(9))
+    for a, b in zip(one, two):
+        assert np.array_equal(a, b)
+
+
+def test_two_python_threads_share_the_pool(load_blind):
+    """Kernels from two Python threads at once: one gets the pool, the other
+    runs its slices itself; both give the 1-thread bits."""
+    rng = np.random.default_rng(1)
+    args, opts = _packed_case(np.float32, True, False, 0.1, True, rng)
+    ct.set_num_threads(1)
+    expected = _packed_run(args, opts)
+    ct.set_num_threads(2)
+    failures = []
+
+    def work():
+        for _ in range(15):
+            got = _packed_run(args, opts)
+            if not all(np.array_equal(a, b) for a, b in zip(expected, got)):
+                failures.append("mismatch")
+
+    runners = [threading.Thread(target=work) for _ in range(3)]
+    for t in runners:
+        t.start()
+    for t in runners:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in runners), "a pooled kernel hung"
+    assert failures == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX only")
+def test_pool_restarts_in_a_forked_child():
+    """The child of a fork has none of the pool's workers: its first pooled
+    call starts new ones instead of waiting for threads that are not there."""
+    import ctransformer as package
+
+    code = """
+        import os, numpy as np, ctransformer as ct
+        from ctransformer import kernels as K
+        ct.use_deterministic_algorithms(True)
+        ct.set_num_threads(2)
+        rng = np.random.default_rng(0)
+        q = rng.standard_normal((8, 4, 24, 16)).astype(np.float32)
+        ref = K.sdpa_forward(q, q, q)[0]          # starts the pool in the parent
+        for _ in range(5):
+            pid = os.fork()
+            if pid == 0:
+                ok = all(np.array_equal(K.sdpa_forward(q, q, q)[0], ref) for _ in range(3))
+                os._exit(0 if ok else 3)
+            _, status = os.waitpid(pid, 0)
+            assert os.WEXITSTATUS(status) == 0, status
+        print("children ok")
+    """
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(package.__file__))))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "children ok" in proc.stdout
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_split_gemm_matches_one_thread_to_rounding(load_blind, dtype):
+    """A GEMM above 5 MFLOP is split into row (or column) blocks over the
+    pool, each a one-thread OpenBLAS call; a block may take another OpenBLAS
+    micro-kernel than the whole product, so entries agree with one thread to
+    the rounding of the sum of |terms| (README: determinism)."""
+    rng = np.random.default_rng(4)
+    eps = np.finfo(dtype).eps
+    for m, k, n in [(768, 64, 256), (100, 512, 700), (1024, 128, 1000), (33, 300, 4000)]:
+        x = rng.standard_normal((m, k)).astype(dtype)
+        w = rng.standard_normal((n, k)).astype(dtype)
+        dy = rng.standard_normal((m, n)).astype(dtype)
+        ct.set_num_threads(1)
+        one = [K.linear_forward(x, w), *K.linear_backward(dy, x, w, with_bias=False)[:2]]
+        bounds = [k * eps * (np.abs(x) @ np.abs(w).T), n * eps * (np.abs(dy) @ np.abs(w)),
+                  m * eps * (np.abs(dy).T @ np.abs(x))]
+        for threads in (2, 3):
+            ct.set_num_threads(threads)
+            many = [K.linear_forward(x, w), *K.linear_backward(dy, x, w, with_bias=False)[:2]]
+            for a, b, bound in zip(one, many, bounds):
+                assert (np.abs(a - b) <= bound).all()
+
+
+def test_split_gemv_of_decoding_matches_one_thread(load_blind):
+    """Decoding's one-row Linear is a GEMV split into blocks of weight rows."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 512)).astype(np.float32)
+    w = rng.standard_normal((3000, 512)).astype(np.float32)
+    b = rng.standard_normal(3000).astype(np.float32)
+    ct.set_num_threads(1)
+    one = K.decode_linear(x, w, b)
+    bound = 512 * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w).T + np.abs(b))
+    for threads in (2, 3):
+        ct.set_num_threads(threads)
+        assert (np.abs(K.decode_linear(x, w, b) - one) <= bound).all()
+
+
+def _row_kernels(dtype):
+    """The row kernels that split their rows over the pool, on inputs big
+    enough for it (>= 1 MFLOP of work), with NaN / -inf rows among them."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1000, 96)).astype(dtype)
+    x[7, 3] = np.nan
+    x[11] = -np.inf
+    r = rng.standard_normal((1000, 96)).astype(dtype)
+    w, b = rng.standard_normal(96).astype(dtype), rng.standard_normal(96).astype(dtype)
+    big = rng.standard_normal((3001, 700)).astype(dtype)
+    return [*K.layernorm_forward(r, w, b), *K.add_layernorm_forward(r, x[::-1].copy(), w, b),
+            K.softmax_forward(x), K.log_softmax_forward(x), K.bias_act_forward(x, b, "relu"),
+            K.bias_act_forward(x, b, "gelu"), K.bias_act_forward(x, None, "gelu", "tanh"),
+            *K.dropout_forward(big, 0.3, 12, offset=5), *K.dropout_forward(big[:, :333], 0.5, 3)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_kernels_same_bits_on_any_thread_count(load_blind, dtype):
+    ct.set_num_threads(1)
+    one = _row_kernels(dtype)
+    for threads in (2, 3, 7):
+        ct.set_num_threads(threads)
+        many = _row_kernels(dtype)
+        for i, (a, b) in enumerate(zip(one, many)):
+            assert np.array_equal(a, b, equal_nan=True), f"output {i} differs at {threads} threads"
