@@ -147,7 +147,8 @@ CT_GEMM_WITH_POLICY(ct_dgemm, double, CT_BLAS(cblas_dgemm))
             return;                                                                                    \
         }                                                                                              \
         name##_split job = {M, N, lda, alpha, beta, A, x, y};                                          \
-        ct_parallel_run(threads, threads, name##_block, &job);                                         \
+        /* small blocks (no packing to repeat): a worker that starts late takes fewer */               \
+        ct_parallel_run(ct_split_threads(8 * threads, M), threads, name##_block, &job);                \
     }
 CT_GEMV_WITH_POLICY(ct_sgemv, float, CT_BLAS(cblas_sgemv))
 CT_GEMV_WITH_POLICY(ct_dgemv, double, CT_BLAS(cblas_dgemv))
