@@ -257,12 +257,14 @@ typedef struct {
     ct_int H, Tq, Tk, Dh, Dv, ld;
     const real *q, *k, *v, *probs;
     real *out, *probs_out;            /* forward */
-    real *dq, *dk, *dv;               /* backward: ld_grad apart, see grad_merged */
+    real *dq, *dk, *dv;               /* backward, laid out as grad_merged says */
     const real *dout;
     int grad_merged;                  /* 1: dq/dk/dv in (B, T, H*Dh) rows; 0: (B, H, T, D) */
 } FN(contiguous_args);
 
-/* Row block of slice (b, h) in a context array of row stride ld. */
+/* Row block of slice (b, h) in a context array of row stride ld: (B, H, Tq, Dv)
+ * when ld = Dv, else merged (B, Tq, ld) rows (mha, ld = E; with one head,
+ * E = Dv and both formulas agree). */
 static ct_int FN(ctx_offset)(const FN(contiguous_args) *a, ct_int b, ct_int h)
 {
     return a->ld == a->Dv ? (b * a->H + h) * a->Tq * a->Dv : b * a->Tq * a->ld + h * a->Dv;

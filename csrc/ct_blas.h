@@ -57,10 +57,14 @@ static inline int ct_split_edge(int extent, int r, int size)
     return (int)(edge / CT_SPLIT_ALIGN * CT_SPLIT_ALIGN);
 }
 
-/* Blocks per thread of a split product: the caller takes the blocks of a
- * worker that starts late instead of waiting for it at the end. */
+/* Blocks per thread of a split product.  One: measured in one process,
+ * interleaved, against OpenBLAS's own threading at 2 threads (shapes of the
+ * training steps, 768x64x256 .. 1024x8000x512), one block per thread was
+ * within 3 % of it everywhere; two per thread (a late worker's second block
+ * going to the caller) lost up to 10 % on the large shapes, whose blocks
+ * then fill OpenBLAS's cache blocking less. */
 #ifndef CT_SPLIT_BLOCKS
-#define CT_SPLIT_BLOCKS 2
+#define CT_SPLIT_BLOCKS 1
 #endif
 
 /* Threads (or blocks) for a product whose split dimension is `extent` long. */

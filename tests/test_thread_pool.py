@@ -239,3 +239,24 @@ def test_row_kernels_same_bits_on_any_thread_count(load_blind, dtype):
         many = _row_kernels(dtype)
         for i, (a, b) in enumerate(zip(one, many)):
             assert np.array_equal(a, b, equal_nan=True), f"output {i} differs at {threads} threads"
+
+
+def test_openblas_itself_stays_on_one_thread():
+    """set_num_threads(n) is our pool's ceiling; the bundled OpenBLAS stays on
+    one thread (its idle workers would busy-wait on the cores the pool uses),
+    and a GEMM worth more threads is split by us."""
+    import ctypes
+
+    path = os.path.join(os.path.dirname(ct.__file__), "_libs", "libscipy_openblas.so")
+    if not os.path.exists(path):
+        pytest.skip("built against a system OpenBLAS (CT_BLAS=system), not the bundled one")
+    lib = ctypes.CDLL(path)
+    before = ct.get_num_threads()
+    try:
+        ct.set_num_threads(3)
+        x = np.ones((1024, 256), np.float32)
+        K.linear_forward(x, np.ones((512, 256), np.float32))
+        assert ct.get_num_threads() == 3
+        assert lib.scipy_openblas_get_num_threads() == 1
+    finally:
+        ct.set_num_threads(before)

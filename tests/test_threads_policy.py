@@ -46,8 +46,8 @@ def test_threads_for_defaults_to_the_current_ceiling(threads):
 
 @pytest.mark.parametrize("rows", [4, 160, 768, 2048])
 def test_ceiling_is_restored_after_every_call(threads, rows):
-    """A call that ran on fewer threads puts the ceiling back (get_num_threads
-    and OpenBLAS's own count are the same number)."""
+    """A call that ran on fewer threads leaves the ceiling as it was (it is
+    our pool's; OpenBLAS itself stays on one thread)."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((rows, 256)).astype(np.float32)
     w = rng.standard_normal((256, 256)).astype(np.float32)
