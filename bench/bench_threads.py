@@ -30,7 +30,7 @@ time) at the default thread count and with --threads 1, alternating, twice
 each, under each load, and prints the wall times (issue 15: default within
 1.2x of --threads 1 with 2 busy processes).
 
-    python bench/bench_threads.py --gemm      # one sgemm at 1 and 2 threads, by size
+    python bench/bench_threads.py --gemm      # one GEMM at 1 and 2 threads (ours, OpenBLAS's own), by size
 
 times single OpenBLAS sgemm calls (the library our kernels call, through
 ctypes) of growing size at 1 and 2 threads under the same loads: the
@@ -122,40 +122,51 @@ GEMM_SHAPES = [(128, 64, 64), (256, 64, 64), (768, 64, 64), (768, 256, 64), (768
                (1024, 512, 512), (1024, 2048, 512), (1024, 8000, 512)]  # (M, N, K): out (M, N) = (M, K)(K, N)
 
 
-def gemm_seconds(ct, shape, threads: int, rounds: int) -> float:
-    """Median seconds of one of our GEMMs (kernels.linear_forward: x (M, K) @
-    w (N, K)^T, split over our pool as the policy decides), each round ~20 ms
-    of calls, at set_num_threads(threads)."""
+def gemm_rounds(ct, lib, shape, rounds: int) -> dict:
+    """Seconds of one GEMM of `shape` (kernels.linear_forward: x (M, K) @ w (N, K)^T)
+    three ways, interleaved round by round (the machine drifts over minutes):
+      one       set_num_threads(1)
+      ours      set_num_threads(2): split over our pool as the policy decides
+      openblas  OpenBLAS's own 2 threads (set through its API: our GEMM then
+                goes to OpenBLAS whole, csrc/ct_blas.h), the threading we replaced
+    Median per way; each round ~20 ms of calls."""
     import numpy as np
     M, N, K = shape
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((M, K), np.float32), rng.standard_normal((N, K), np.float32)
-    ct.set_num_threads(threads)
     calls = max(1, int(0.02 / (2.0 * M * N * K / 50e9)))
-    samples = []
+    samples = {"one": [], "ours": [], "openblas": []}
     for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
+        for way in samples:
+            ct.set_num_threads(1 if way == "one" else 2)
+            lib.scipy_openblas_set_num_threads(2 if way == "openblas" else 1)
             ct.kernels.linear_forward(x, w)
-        samples.append((time.perf_counter() - t0) / calls)
-    return statistics.median(samples)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                ct.kernels.linear_forward(x, w)
+            samples[way].append((time.perf_counter() - t0) / calls)
+    lib.scipy_openblas_set_num_threads(1)
+    return {way: statistics.median(v) for way, v in samples.items()}
 
 
 def gemm_table(ct, loads, quick: bool) -> None:
     """Our GEMM at 2 threads / at 1 thread by size (the policy's thresholds,
-    csrc/parallel.c), with k busy processes."""
+    csrc/parallel.c), beside OpenBLAS's own threading, with k busy processes."""
+    sys.path.insert(0, HERE)
+    lib = importlib.import_module("bench_linear").load_openblas()
     ceiling = ct.get_num_threads()
-    print(f"{'M x N x K':<18} {'MFLOP':>7} {'busy':>4} {'1-thr us':>9} {'2-thr us':>9} {'2/1':>6}")
+    print(f"{'M x N x K':<18} {'MFLOP':>7} {'busy':>4} {'1-thr us':>9} {'ours 2-thr':>10} {'2/1':>6} "
+          f"{'OpenBLAS 2-thr':>14} {'2/1':>6}")
     for k in loads:
         procs = start_busy(k)
         try:
             time.sleep(0.2 if k else 0)
             for shape in GEMM_SHAPES:
-                one = gemm_seconds(ct, shape, 1, 3 if quick else 5)
-                two = gemm_seconds(ct, shape, 2, 3 if quick else 5)
+                t = gemm_rounds(ct, lib, shape, 3 if quick else 7)
                 mflop = 2.0 * shape[0] * shape[1] * shape[2] / 1e6
-                print(f"{'x'.join(map(str, shape)):<18} {mflop:>7.1f} {k:>4} {one * 1e6:>9.1f} {two * 1e6:>9.1f} "
-                      f"{two / one:>6.2f}", flush=True)
+                print(f"{'x'.join(map(str, shape)):<18} {mflop:>7.1f} {k:>4} {t['one'] * 1e6:>9.1f} "
+                      f"{t['ours'] * 1e6:>10.1f} {t['ours'] / t['one']:>6.2f} {t['openblas'] * 1e6:>14.1f} "
+                      f"{t['openblas'] / t['one']:>6.2f}", flush=True)
         finally:
             stop_busy(procs)
     ct.set_num_threads(ceiling)
@@ -206,7 +217,7 @@ def main() -> None:
     ap.add_argument("--no-torch", action="store_true", help="leave torch out even if importable")
     ap.add_argument("--loads", default="0,1,2", help="numbers of busy processes, e.g. '0,2'")
     ap.add_argument("--models", default="demo,d512", help="which models, e.g. 'demo'")
-    ap.add_argument("--gemm", action="store_true", help="time single sgemm calls by size instead")
+    ap.add_argument("--gemm", action="store_true", help="time single GEMMs by size instead (ours and OpenBLAS's own threading)")
     ap.add_argument("--demo-epochs", type=int, default=0, help="time the whole demo (N epochs) instead")
     args = ap.parse_args()
     if args.demo_epochs:
