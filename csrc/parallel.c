@@ -17,9 +17,10 @@
 /* ---------------------------------------------------------------------------
  * Thread policy (see parallel.h).
  *
- * Measured (`python bench/bench_threads.py --gemm`, 2-core AMD EPYC, bundled
- * OpenBLAS 0.3.34, OPENBLAS_THREAD_TIMEOUT=20 as ctransformer sets it): time
- * of one sgemm at 2 threads / at 1 thread, calls back to back, with k other
+ * The thresholds were measured when OpenBLAS still ran its own threads
+ * (`python bench/bench_threads.py --gemm`, 2-core AMD EPYC, bundled OpenBLAS
+ * 0.3.34, OPENBLAS_THREAD_TIMEOUT=20 as ctransformer sets it): time of one
+ * sgemm at 2 threads / at 1 thread, calls back to back, with k other
  * processes busy on the machine (the loaded columns are noisy: repeated runs
  * moved single entries by 2x and more, never below the quiet column):
  *
@@ -43,8 +44,13 @@
  * GEMMs of several GFLOP (>= 50 ms) gain reliably.  Hence two thresholds,
  * and between them the number of idle cores decides: the runnable threads of
  * the whole machine (/proc/loadavg) less our own (/proc/self/task), sampled
- * at most every CT_LOAD_SAMPLE_NS.  OpenBLAS's idle workers spin only ~0.3 ms
- * (ctransformer/__init__.py), and only after a call that found idle cores. */
+ * at most every CT_LOAD_SAMPLE_NS.
+ * GEMMs are now split over our pool instead (ct_blas.h), with the same
+ * thresholds: on a 2-core Intel Xeon (AVX-512), quiet, our split at 2 threads
+ * / 1 thread measured 0.56 (768x64x256), 0.56 (1024x128x128), 0.69
+ * (1024x512x128), 0.70 (1024x512x512), 0.54 (1024x2048x512), 0.53
+ * (1024x8000x512), within 3 % of OpenBLAS's own threading in the same
+ * process, interleaved (bench_threads.py --gemm prints both). */
 #define CT_THREADS_QUIET_MIN_FLOPS 5.0e6 /* below: one thread */
 #define CT_THREADS_BUSY_MIN_FLOPS 4.0e9  /* from here: the ceiling, however busy */
 #define CT_LOAD_SAMPLE_NS 10000000L      /* 10 ms */
