@@ -206,46 +206,43 @@ static FN(head_in) FN(contiguous_in)(const real *q, const real *k, const real *v
 
 /* ---- the head loops, split over threads -----------------------------------
  * A (b, h) slice reads and writes only its own rows and columns, so the
- * B*H slices go to ct_parallel_run in contiguous blocks, each rank with its
- * own (Tq, Tk) scratch.  A slice is computed the same way whichever thread
- * runs it: the results do not depend on the thread count. */
+ * B*H slices are rows of a ct_parallel_rows job, each block with its own
+ * (Tq, Tk) scratch.  A slice is computed the same way whichever thread runs
+ * it: the results do not depend on the thread count. */
 typedef void (*FN(slice_fn))(const void *args, FN(head_scratch) *s, ct_int b, ct_int h);
 
 typedef struct {
     FN(slice_fn) fn;
     const void *args;
     const ct_attn_opts *o;
-    ct_int B, H, Tq, Tk;
+    ct_int H, Tq, Tk;
     int with_scratch; /* 0: the slices use none (nothing to allocate, nothing can fail) */
-    int failed;       /* a rank's scratch could not be allocated */
+    int failed;       /* a block's scratch could not be allocated */
 } FN(slice_loop);
 
-static void FN(slice_rank)(void *arg, int rank, int size)
+/* Slices bh0 .. bh1 - 1 (bh = b * H + h). */
+static void FN(slice_block)(void *arg, ptrdiff_t bh0, ptrdiff_t bh1)
 {
     FN(slice_loop) *L = arg;
-    ct_int n = L->B * L->H, lo = n * rank / size, hi = n * (rank + 1) / size;
     FN(head_scratch) s = {NULL, NULL};
-    if (lo >= hi) return;
     if (L->with_scratch && FN(scratch_alloc)(&s, L->o, L->Tq, L->Tk)) {
         __atomic_store_n(&L->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    for (ct_int bh = lo; bh < hi; bh++) L->fn(L->args, &s, bh / L->H, bh % L->H);
+    for (ct_int bh = bh0; bh < bh1; bh++) L->fn(L->args, &s, bh / L->H, bh % L->H);
     FN(scratch_free)(&s);
 }
 
 /* Runs fn on every (b, h) slice, on as many threads as the work is worth
- * (ct_pool_threads_for: the slices' products and softmax); their GEMMs then
- * run on their own thread each (a pool job's ranks never start another).  Returns
- * 0, or -1 when a scratch could not be allocated. */
+ * (the slices' products and softmax); their GEMMs then run on their own
+ * thread each (a pool job's ranks never start another).  Returns 0, or -1
+ * when a scratch could not be allocated. */
 static int FN(run_slices)(FN(slice_fn) fn, const void *args, const ct_attn_opts *o, int with_scratch,
                           ct_int B, ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
 {
-    FN(slice_loop) L = {fn, args, o, B, H, Tq, Tk, with_scratch, 0};
+    FN(slice_loop) L = {fn, args, o, H, Tq, Tk, with_scratch, 0};
     double flops = (double)B * H * Tq * Tk * (4.0 * (Dh + Dv) + 20.0);
-    int threads = ct_pool_threads_for(flops, ct_threads_ceiling_here());
-    int ranks = threads > 1 ? (int)CT_MIN((ct_int)threads * 4, B * H) : 1;
-    ct_parallel_run(ranks, threads, FN(slice_rank), &L);
+    ct_parallel_rows(B * H, flops, FN(slice_block), &L);
     return L.failed ? -1 : 0;
 }
 

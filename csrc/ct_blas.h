@@ -28,9 +28,7 @@
  * ours then ran 4 % of the ranks meant for it).  Products big enough for
  * several threads are split here instead, into blocks of rows or columns of
  * C, each a one-thread OpenBLAS call on a thread of our pool (parallel.h);
- * set_num_threads(n) is our ceiling (ct_set_num_threads). */
-static inline void ct_blas_set_num_threads(int n) { ct_set_num_threads(n); }
-static inline int ct_blas_get_num_threads(void) { return ct_get_num_threads(); }
+ * set_num_threads(n) is our ceiling (ct_set_num_threads, parallel.h). */
 
 /* At module load: the thread count OpenBLAS chose (OPENBLAS_NUM_THREADS or
  * the cores) becomes our ceiling, and OpenBLAS goes to one thread. */

@@ -23,11 +23,6 @@ CT_INLINE void FN(dropout_scale_loop)(real *restrict out, const real *restrict i
     for (ct_int i = 0; i < n; i++) out[i] = inp[i] * (mask[i] ? scale : (real)0);
 }
 
-/* dropout_forward
- *   inp (n), any shape flattened; 0 <= p <= 1
- *   mask (n) uint8 (a bool array in Python): 1 where kept
- *   out (n) = inp * mask / (1 - p)
- */
 typedef struct {
     real *out;
     uint8_t *mask;
@@ -47,6 +42,11 @@ static CT_RANDOM_CLONES void FN(dropout_forward_range)(void *ctx, ptrdiff_t i0, 
     FN(dropout_scale_loop)(a->out + i0, a->inp + i0, a->mask + i0, i1 - i0, FN(dropout_scale)(a->p));
 }
 
+/* dropout_forward
+ *   inp (n), any shape flattened; 0 <= p <= 1
+ *   mask (n) uint8 (a bool array in Python): 1 where kept
+ *   out (n) = inp * mask / (1 - p)
+ */
 void FN(dropout_forward)(real *out, uint8_t *mask, const real *inp, ct_int n, double p, uint64_t seed,
                          uint64_t offset)
 {

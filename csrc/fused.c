@@ -55,8 +55,6 @@ static CT_VECTOR_CLONES void FN(bias_act_row)(real *restrict out, const real *re
 }
 #undef CT_BIAS_ACT_LOOP
 
-/* bias_act_forward
- *   inp (M, N), bias (N) or NULL  ->  out (M, N) = act(inp + bias) */
 typedef struct {
     real *out;
     const real *inp, *bias;
@@ -67,10 +65,13 @@ typedef struct {
 static void FN(bias_act_rows)(void *ctx, ptrdiff_t m0, ptrdiff_t m1)
 {
     const FN(bias_act_args) *a = ctx;
-    for (ct_int m = m0; m < m1; m++) FN(bias_act_row)(a->out + m * a->N, a->inp + m * a->N, a->bias, a->act, a->N);
+    for (ct_int m = m0; m < m1; m++)
+        FN(bias_act_row)(a->out + m * a->N, a->inp + m * a->N, a->bias, a->act, a->N);
 }
 
-/* (blocks of rows may run on the pool's threads: each row is one thread's) */
+/* bias_act_forward
+ *   inp (M, N), bias (N) or NULL  ->  out (M, N) = act(inp + bias)
+ *   (blocks of rows may run on the pool's threads: each row is one thread's) */
 void FN(bias_act_forward)(real *out, const real *inp, const real *bias, int act, ct_int M,
                           ct_int N)
 {

@@ -376,8 +376,8 @@ static void rows_rank(void *arg, int rank, int size)
 
 void ct_parallel_rows(ptrdiff_t n, double flops, ct_rows_fn fn, void *ctx)
 {
-    int threads = ct_pool_threads_for(flops, ct_threads_ceiling_here());
-    if (threads <= 1 || n < 2) {
+    int threads = n < 2 ? 1 : ct_pool_threads_for(flops, ct_threads_ceiling_here());
+    if (threads <= 1) {
         if (n > 0) fn(ctx, 0, n);
         return;
     }

@@ -142,8 +142,8 @@ static CT_VECTOR_CLONES void FN(row_backward)(int mode, ct_int H, const real *re
  * B = 8, H = 128, ~1 MFLOP) waking the other thread costs more than the
  * work, and on a busy machine a descheduled helper thread stalls every step
  * (measured: 15x slower).  GEMMs under CT_RNN_SMALL_GEMM flops therefore
- * run on the calling thread: the BLAS thread count is lowered to 1 around
- * them (a cap on this thread's calls, parallel.h). */
+ * run on the calling thread: this thread's calls are capped at one thread
+ * around them (ct_threads_cap_set, parallel.h). */
 #ifndef CT_RNN_THREADS
 #define CT_RNN_THREADS
 #define CT_RNN_SMALL_GEMM 16.0e6
@@ -228,7 +228,7 @@ static void FN(step_product)(const FN(step_weight) *sw, real *out, const real *i
 #define CT_RNN_MIN_ROWS 8
 static int FN(sweep_threads)(const FN(step_weight) *sw, ct_int B)
 {
-    int threads = ct_blas_get_num_threads();
+    int threads = ct_threads_ceiling_here();
     if (!sw->packed || threads <= 1 || 2.0 * B * sw->H * sw->GH < CT_RNN_SMALL_GEMM) return 1;
     return (int)CT_MAX(1, CT_MIN(threads, B / CT_RNN_MIN_ROWS));
 }

@@ -19,13 +19,13 @@ static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
         PyErr_Format(PyExc_ValueError, "set_num_threads: n must be >= 1, got %ld", n);
         return NULL;
     }
-    ct_blas_set_num_threads((int)n);
+    ct_set_num_threads((int)n);
     Py_RETURN_NONE;
 }
 
 static PyObject *py_get_num_threads(PyObject *self, PyObject *unused)
 {
-    return PyLong_FromLong(ct_blas_get_num_threads());
+    return PyLong_FromLong(ct_get_num_threads());
 }
 
 /* threads_for(flops, ceiling) -> threads one kernel call of `flops` uses (parallel.h) */
@@ -91,8 +91,8 @@ static PyObject *py_packed_gemm(PyObject *self, PyObject *arg)
 
 static PyMethodDef base_methods[] = {
     {"packed_gemm", py_packed_gemm, METH_O, "Select the packed recurrent GEMM kernel."},
-    {"set_num_threads", py_set_num_threads, METH_O, "Set the number of BLAS threads."},
-    {"get_num_threads", py_get_num_threads, METH_NOARGS, "Number of BLAS threads."},
+    {"set_num_threads", py_set_num_threads, METH_O, "Set the thread ceiling of every kernel (our pool; OpenBLAS stays on one thread)."},
+    {"get_num_threads", py_get_num_threads, METH_NOARGS, "The thread ceiling of every kernel."},
     {"threads_for", py_threads_for, METH_VARARGS, "Threads the policy gives one call of this many flops."},
     {"pool_threads_for", py_pool_threads_for, METH_VARARGS,
      "Threads the policy gives one pooled job (the attention heads) of this much work."},
