@@ -40,15 +40,14 @@ CT_INLINE acc_t FN(row_logsumexp)(const real *restrict z, ct_int C)
     return (acc_t)max + log(FN(sum_exp_shifted)(z, max, C));
 }
 
-/* sum_c w_c * (lse - z_c): the label-smoothing term of one row. */
-static acc_t FN(row_smoothing)(const real *z, const real *weight, acc_t lse, ct_int C)
+/* sum_c w_c * (lse - z_c): the label-smoothing term of one row, as
+ * lse * sum_c w_c - sum_c w_c z_c (weight NULL: C lse - sum_c z_c), the
+ * sums lane-split in double (VSUM, VDOT): one chain of C dependent double
+ * additions took as long as the rest of the row.  weight_sum is sum_c w_c. */
+CT_INLINE acc_t FN(row_smoothing)(const real *z, const real *weight, acc_t weight_sum, acc_t lse, ct_int C)
 {
-    acc_t sum = 0;
-    if (weight == NULL)
-        for (ct_int c = 0; c < C; c++) sum += lse - (acc_t)z[c];
-    else
-        for (ct_int c = 0; c < C; c++) sum += (acc_t)weight[c] * (lse - (acc_t)z[c]);
-    return sum;
+    if (weight == NULL) return (acc_t)C * lse - VSUM(z, C);
+    return weight_sum * lse - VDOT(weight, z, C);
 }
 
 /* cross_entropy_forward
@@ -65,7 +64,8 @@ void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const
                                const real *weight, ct_int N, ct_int C, int64_t ignore_index,
                                acc_t label_smoothing, int reduction)
 {
-    acc_t eps = label_smoothing, total = 0, total_weight = 0;
+    acc_t eps = label_smoothing, total = 0, total_weight = 0, weight_sum = 0;
+    if (weight != NULL && eps != 0) weight_sum = VSUM(weight, C);
     for (ct_int i = 0; i < N; i++) {
         const real *z = logits + i * C;
         int64_t t = targets[i];
@@ -76,7 +76,7 @@ void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const
             row = (1 - eps) * w_t * (lse[i] - (acc_t)z[t]);
             /* skipped at eps = 0: 0 * inf would turn a row with a -inf
              * logit into NaN */
-            if (eps != 0) row += eps / (acc_t)C * FN(row_smoothing)(z, weight, lse[i], C);
+            if (eps != 0) row += eps / (acc_t)C * FN(row_smoothing)(z, weight, weight_sum, lse[i], C);
             total_weight += w_t;
         }
         if (reduction == CT_REDUCE_NONE) loss[i] = (real)row;

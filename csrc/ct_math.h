@@ -379,29 +379,40 @@ CT_DEFINE_GELU(double, f64)
     } while (0)
 
 /* ct_<name>(x, n): the extremum of x (n > 0) by `better` (> for max, < for
- * min), NaN if any x[i] is NaN: a lane keeps a NaN once taken, since every
- * comparison with it is false.  (`|`, not `||`: no branch, so the lane loop
- * vectorises.) */
-#define CT_DEFINE_EXTREMUM(type, name, better)                                              \
+ * min), NaN if any x[i] is NaN.
+ * Compared as integers: an IEEE float's bits b, read as a signed integer
+ * and turned into key = b ^ ((b >> (bits - 1)) & magnitude_mask) (the
+ * magnitude bits of a negative number flipped), order exactly as the
+ * numbers do, -inf lowest, and -0 just below +0.  The extremum of integers
+ * is one vector max/min per element on every clone (GCC does not vectorise
+ * a float max that must keep NaNs without -ffast-math: written with float
+ * compares this loop ran one element at a time), and it is exact, so the
+ * order of the lanes does not matter.  NaNs are counted apart, with an
+ * integer test of their bits.  The key is its own inverse. */
+#define CT_DEFINE_EXTREMUM(type, itype, name, better, start)                                \
     static inline type ct_##name(const type *restrict x, ptrdiff_t n)                       \
     {                                                                                       \
-        type lane[CT_LANES];                                                                \
-        for (int k = 0; k < CT_LANES; k++) lane[k] = x[0];                                  \
-        ptrdiff_t i = 0;                                                                    \
-        for (; i + CT_LANES <= n; i += CT_LANES)                                            \
-            for (int k = 0; k < CT_LANES; k++) {                                            \
-                type v = x[i + k];                                                          \
-                lane[k] = ((v better lane[k]) | (v != v)) ? v : lane[k];                    \
-            }                                                                               \
-        for (; i < n; i++)                                                                  \
-            lane[0] = ((x[i] better lane[0]) | (x[i] != x[i])) ? x[i] : lane[0];            \
-        type m = lane[0];                                                                   \
-        for (int k = 1; k < CT_LANES; k++)                                                  \
-            m = ((lane[k] better m) | (lane[k] != lane[k])) ? lane[k] : m;                  \
+        typedef itype __attribute__((may_alias)) bits_t;                                    \
+        const itype sign_shift = (itype)(8 * sizeof(itype) - 1);                            \
+        const itype magnitude = (itype)(((u##itype)1 << sign_shift) - 1);                   \
+        const itype inf_bits = CT_INF_BITS(type);                                           \
+        const bits_t *bits = (const bits_t *)x;                                             \
+        itype best = start, nan = 0;                                                        \
+        for (ptrdiff_t i = 0; i < n; i++) {                                                 \
+            itype b = bits[i], key = b ^ ((b >> sign_shift) & magnitude);                   \
+            best = key better best ? key : best;                                            \
+            nan |= (b & magnitude) > inf_bits;                                              \
+        }                                                                                   \
+        if (nan) return (type)NAN;                                                          \
+        itype b = best ^ ((best >> sign_shift) & magnitude);                                \
+        type m;                                                                             \
+        memcpy(&m, &b, sizeof m);                                                           \
         return m;                                                                           \
     }
+/* the bits of +inf: a larger magnitude is a NaN */
+#define CT_INF_BITS(type) (sizeof(type) == 4 ? (int64_t)0x7F800000 : (int64_t)0x7FF0000000000000)
 
-#define CT_DEFINE_REDUCTIONS(type, sfx)                                                     \
+#define CT_DEFINE_REDUCTIONS(type, itype, sfx)                                                     \
     /* sum_i x[i] */                                                                        \
     static inline double ct_sum_##sfx(const type *restrict x, ptrdiff_t n)                  \
     {                                                                                       \
@@ -425,13 +436,22 @@ CT_DEFINE_GELU(double, f64)
         return s;                                                                           \
     }                                                                                       \
     /* max_i x[i] and min_i x[i] (n > 0), NaN if any x[i] is NaN */                        \
-    CT_DEFINE_EXTREMUM(type, max_##sfx, >)                                                  \
-    CT_DEFINE_EXTREMUM(type, min_##sfx, <)
+    CT_DEFINE_EXTREMUM(type, itype, max_##sfx, >, itype##_MIN_KEY)                          \
+    CT_DEFINE_EXTREMUM(type, itype, min_##sfx, <, itype##_MAX_KEY)
 
-CT_DEFINE_REDUCTIONS(float, f32)
-CT_DEFINE_REDUCTIONS(double, f64)
+#define int32_t_MIN_KEY INT32_MIN
+#define int32_t_MAX_KEY INT32_MAX
+#define int64_t_MIN_KEY INT64_MIN
+#define int64_t_MAX_KEY INT64_MAX
+CT_DEFINE_REDUCTIONS(float, int32_t, f32)
+CT_DEFINE_REDUCTIONS(double, int64_t, f64)
 #undef CT_DEFINE_REDUCTIONS
 #undef CT_DEFINE_EXTREMUM
+#undef CT_INF_BITS
+#undef int32_t_MIN_KEY
+#undef int32_t_MAX_KEY
+#undef int64_t_MIN_KEY
+#undef int64_t_MAX_KEY
 
 #define VSUM(x, n) _Generic((x)[0], float: ct_sum_f32, double: ct_sum_f64)((x), (n))
 #define VDOT(x, y, n) _Generic((x)[0], float: ct_dot_f32, double: ct_dot_f64)((x), (y), (n))

@@ -156,3 +156,30 @@ def test_cross_entropy_rows_float32(rng):
     ref_lse = m + np.log(np.exp(x64 - m[:, None]).sum(axis=1))
     np.testing.assert_allclose(lse, ref_lse, rtol=1e-7, atol=0)
     assert_ulp(loss, ref_lse - x64[np.arange(128), t], x, np.float32, 4.0, "cross_entropy")
+
+
+# ----------------------------------------------------------------------------------------------
+# VMAX / VMIN (row extrema, compared as integer keys of the float bits)
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_row_extrema_are_exact_with_signed_zeros_infinities_and_nans(dtype):
+    """max |x| of grad_norm(inf) is VMAX / VMIN of csrc/ct_math.h: exact on
+    every length (the vector body and the tail), NaN wherever a NaN is,
+    whatever its sign and place, +-inf and -0 ordered as numbers."""
+    from ctransformer.kernels import grad_norm
+    rng = np.random.default_rng(7)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, float(np.finfo(dtype).max),
+                         float(np.finfo(dtype).smallest_subnormal), -float(np.finfo(dtype).tiny)], dtype)
+    negative_nan = np.copysign(np.array(np.nan, dtype), -1.0)
+    for n in list(range(1, 70)) + [255, 256, 257, 1000]:
+        for trial in range(4):
+            x = (rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30)).astype(dtype)
+            if trial >= 1:  # specials sprinkled over random places
+                x[rng.integers(0, n, size=min(n, 3))] = rng.choice(specials, size=min(n, 3))
+            if trial == 2:
+                x = -np.abs(x)  # an all-negative row: the max is the one nearest 0
+            assert grad_norm([x], float("inf")) == float(np.max(np.abs(x))), (n, trial)
+            if trial == 3:
+                x[rng.integers(0, n)] = negative_nan if n % 2 else np.nan
+                assert math.isnan(grad_norm([x], float("inf"))), (n, trial)
+                assert np.isnan(softmax_forward(x[None])).all(), (n, trial)
