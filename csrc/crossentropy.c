@@ -50,6 +50,39 @@ CT_INLINE acc_t FN(row_smoothing)(const real *z, const real *weight, acc_t weigh
     return weight_sum * lse - VDOT(weight, z, C);
 }
 
+typedef struct {
+    acc_t *row_loss, *lse;
+    const real *logits, *weight;
+    const int64_t *targets;
+    acc_t eps, weight_sum;
+    int64_t ignore_index;
+    ct_int C;
+} FN(ce_forward_args);
+
+/* Rows [n0, n1): lse and each row's loss (0 for an ignored row). */
+static CT_VECTOR_CLONES void FN(ce_forward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
+{
+    const FN(ce_forward_args) *a = ctx;
+    ct_int C = a->C;
+    for (ct_int i = n0; i < n1; i++) {
+        const real *z = a->logits + i * C;
+        int64_t t = a->targets[i];
+        acc_t row = 0;
+        a->lse[i] = FN(row_logsumexp)(z, C);
+        if (t != a->ignore_index) {
+            acc_t w_t = a->weight ? (acc_t)a->weight[t] : 1;
+            row = (1 - a->eps) * w_t * (a->lse[i] - (acc_t)z[t]);
+            /* skipped at eps = 0: 0 * inf would turn a row with a -inf
+             * logit into NaN */
+            if (a->eps != 0)
+                row += a->eps / (acc_t)C * FN(row_smoothing)(z, a->weight, a->weight_sum, a->lse[i], C);
+        }
+        a->row_loss[i] = row;
+    }
+}
+
+#define CT_CE_BLOCK 1024 /* rows whose losses wait on the stack for the ordered sum */
+
 /* cross_entropy_forward
  *   logits  (N, C)
  *   targets (N)    each in [0, C) or == ignore_index (checked by the caller)
@@ -58,29 +91,27 @@ CT_INLINE acc_t FN(row_smoothing)(const real *z, const real *weight, acc_t weigh
  *   loss    (N) per-row losses when reduction is CT_REDUCE_NONE, else (1)
  *           the mean or sum; ignored rows count 0.
  *   label_smoothing eps in [0, 1].
+ * Blocks of CT_CE_BLOCK rows: their rows may run on the pool's threads
+ * (each row is one thread's), then the block's losses are added in row
+ * order on the caller, so the sum has the same bits on any thread count.
  */
-CT_VECTOR_CLONES
 void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const int64_t *targets,
                                const real *weight, ct_int N, ct_int C, int64_t ignore_index,
                                acc_t label_smoothing, int reduction)
 {
-    acc_t eps = label_smoothing, total = 0, total_weight = 0, weight_sum = 0;
-    if (weight != NULL && eps != 0) weight_sum = VSUM(weight, C);
-    for (ct_int i = 0; i < N; i++) {
-        const real *z = logits + i * C;
-        int64_t t = targets[i];
-        acc_t row = 0;
-        lse[i] = FN(row_logsumexp)(z, C);
-        if (t != ignore_index) {
-            acc_t w_t = weight ? (acc_t)weight[t] : 1;
-            row = (1 - eps) * w_t * (lse[i] - (acc_t)z[t]);
-            /* skipped at eps = 0: 0 * inf would turn a row with a -inf
-             * logit into NaN */
-            if (eps != 0) row += eps / (acc_t)C * FN(row_smoothing)(z, weight, weight_sum, lse[i], C);
-            total_weight += w_t;
+    acc_t row_loss[CT_CE_BLOCK], total = 0, total_weight = 0, weight_sum = 0;
+    if (weight != NULL && label_smoothing != 0) weight_sum = VSUM(weight, C);
+    FN(ce_forward_args) a = {row_loss, NULL, NULL, weight, NULL, label_smoothing, weight_sum, ignore_index, C};
+    for (ct_int i0 = 0; i0 < N; i0 += CT_CE_BLOCK) {
+        ct_int rows = CT_MIN((ct_int)CT_CE_BLOCK, N - i0);
+        a.lse = lse + i0, a.logits = logits + i0 * C, a.targets = targets + i0;
+        ct_parallel_rows(rows, 12.0 * rows * C, FN(ce_forward_rows), &a);
+        for (ct_int i = 0; i < rows; i++) {
+            int64_t t = targets[i0 + i];
+            if (t != ignore_index) total_weight += weight ? (acc_t)weight[t] : 1;
+            if (reduction == CT_REDUCE_NONE) loss[i0 + i] = (real)row_loss[i];
+            else total += row_loss[i];
         }
-        if (reduction == CT_REDUCE_NONE) loss[i] = (real)row;
-        else total += row;
     }
     if (reduction == CT_REDUCE_MEAN) loss[0] = (real)(total / total_weight);
     if (reduction == CT_REDUCE_SUM) loss[0] = (real)total;
@@ -119,12 +150,36 @@ CT_INLINE void FN(row_backward)(real *d, const real *z, int64_t t, acc_t lse, co
     d[t] += (real)(p_coef * p_t - smooth_coef * w_t - target_coef);
 }
 
+typedef struct {
+    real *dlogits;
+    const real *dloss, *logits, *weight;
+    const int64_t *targets;
+    const acc_t *lse;
+    acc_t weight_sum, scale, eps;
+    int64_t ignore_index;
+    ct_int C;
+    int per_row_dloss;
+} FN(ce_backward_args);
+
+static CT_VECTOR_CLONES void FN(ce_backward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
+{
+    const FN(ce_backward_args) *a = ctx;
+    ct_int C = a->C;
+    for (ct_int i = n0; i < n1; i++) {
+        int64_t t = a->targets[i];
+        if (t == a->ignore_index) continue;
+        acc_t s = (acc_t)a->dloss[a->per_row_dloss ? i : 0] * a->scale;
+        FN(row_backward)(a->dlogits + i * C, a->logits + i * C, t, a->lse[i], a->weight, a->weight_sum, s,
+                         a->eps, C);
+    }
+}
+
 /* cross_entropy_backward (accumulates)
  *   dloss   (N) for CT_REDUCE_NONE, else (1)
  *   logits  (N, C), targets (N), lse (N) double, weight (C) or NULL: as forward
  *   dlogits (N, C) += d loss / d logits; ignored rows get nothing.
+ * Blocks of rows may run on the pool's threads (each row is one thread's).
  */
-CT_VECTOR_CLONES
 void FN(cross_entropy_backward)(real *dlogits, const real *dloss, const real *logits,
                                 const int64_t *targets, const acc_t *lse, const real *weight,
                                 ct_int N, ct_int C, int64_t ignore_index, acc_t label_smoothing,
@@ -141,13 +196,9 @@ void FN(cross_entropy_backward)(real *dlogits, const real *dloss, const real *lo
             if (targets[i] != ignore_index) total_weight += weight ? (acc_t)weight[targets[i]] : 1;
         scale = 1 / total_weight;
     }
-    for (ct_int i = 0; i < N; i++) {
-        int64_t t = targets[i];
-        if (t == ignore_index) continue;
-        acc_t s = (acc_t)dloss[reduction == CT_REDUCE_NONE ? i : 0] * scale;
-        FN(row_backward)(dlogits + i * C, logits + i * C, t, lse[i], weight, weight_sum, s,
-                         label_smoothing, C);
-    }
+    FN(ce_backward_args) a = {dlogits, dloss, logits, weight, targets, lse, weight_sum, scale,
+                              label_smoothing, ignore_index, C, reduction == CT_REDUCE_NONE};
+    ct_parallel_rows(N, 14.0 * N * C, FN(ce_backward_rows), &a);
 }
 
 #endif

@@ -185,6 +185,59 @@ CT_INLINE void FN(layernorm_backward_row)(real *restrict dx, real *restrict dwei
         }
 }
 
+typedef struct {
+    real *dinp, *dweight, *dbias;
+    const real *dout, *inp, *residual, *weight, *mean, *rstd;
+    ct_int N, D;
+} FN(layernorm_backward_args);
+
+/* Rows [n0, n1) of the whole backward (dbias, dweight and dinp), one row at
+ * a time: the one-thread path, one sweep over the rows. */
+static CT_VECTOR_CLONES void FN(layernorm_backward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
+{
+    const FN(layernorm_backward_args) *a = ctx;
+    ct_int D = a->D;
+    for (ct_int n = n0; n < n1; n++) {
+        real *dx = a->dinp ? a->dinp + n * D : NULL;
+        const real *x = a->inp + n * D, *dy = a->dout + n * D;
+        if (a->residual != NULL)
+            FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, a->residual + n * D, a->weight,
+                                       a->mean[n], a->rstd[n], D);
+        else
+            FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, NULL, a->weight, a->mean[n],
+                                       a->rstd[n], D);
+    }
+}
+
+/* dinp of rows [n0, n1) only (a block of the pool's first job). */
+static CT_VECTOR_CLONES void FN(layernorm_backward_dx_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
+{
+    const FN(layernorm_backward_args) *a = ctx;
+    FN(layernorm_backward_args) dx_only = *a;
+    dx_only.dweight = dx_only.dbias = NULL;
+    FN(layernorm_backward_rows)(&dx_only, n0, n1);
+}
+
+#define CT_LN_COLUMN_GROUP 16 /* columns per unit of the second job: one AVX-512 vector */
+
+/* dweight and dbias of the column groups [g0, g1) (CT_LN_COLUMN_GROUP
+ * columns each), summed over every row in row order: the same additions in
+ * the same order as the one-thread sweep, so the same bits. */
+static CT_VECTOR_CLONES void FN(layernorm_backward_param_columns)(void *ctx, ptrdiff_t g0, ptrdiff_t g1)
+{
+    const FN(layernorm_backward_args) *a = ctx;
+    ct_int D = a->D, c0 = g0 * CT_LN_COLUMN_GROUP, c1 = CT_MIN(D, g1 * CT_LN_COLUMN_GROUP), width = c1 - c0;
+    for (ct_int n = 0; n < a->N; n++) {
+        const real *dy = a->dout + n * D + c0, *x = a->inp + n * D + c0;
+        if (a->dbias != NULL) FN(row_add)(a->dbias + c0, dy, width);
+        if (a->dweight == NULL) continue;
+        if (a->residual != NULL) /* inlined twice, as in the row sweep */
+            FN(row_add_dy_xhat)(a->dweight + c0, dy, x, a->residual + n * D + c0, a->mean[n], a->rstd[n], width);
+        else
+            FN(row_add_dy_xhat)(a->dweight + c0, dy, x, NULL, a->mean[n], a->rstd[n], width);
+    }
+}
+
 /* add_layernorm_backward (accumulates; also layernorm_backward, with residual NULL)
  *   dout (N, D), inp, residual (N, D) (residual may be NULL), weight (D) or NULL,
  *   mean (N), rstd (N) from forward;  g = dout * weight,  hhat = (h - mean) * rstd
@@ -195,21 +248,25 @@ CT_INLINE void FN(layernorm_backward_row)(real *restrict dx, real *restrict dwei
  * The dinp formula is the chain rule through hhat = (h - mean) * rstd, where
  * mean and rstd both depend on every h_i of the row.  As in the forward, the
  * row function is inlined once with a literal NULL residual.
+ * On one thread, one sweep over the rows does all three.  On the pool, two
+ * jobs: dinp by blocks of rows, then dweight and dbias by groups of columns,
+ * each column summed over the rows in order, so the bits do not depend on
+ * the thread count.
  */
-CT_VECTOR_CLONES
 void FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
                                 const real *inp, const real *residual, const real *weight,
                                 const real *mean, const real *rstd, ct_int N, ct_int D)
 {
-    for (ct_int n = 0; n < N; n++) {
-        real *dx = dinp ? dinp + n * D : NULL;
-        const real *x = inp + n * D, *dy = dout + n * D;
-        if (residual != NULL)
-            FN(layernorm_backward_row)(dx, dweight, dbias, dy, x, residual + n * D, weight, mean[n],
-                                       rstd[n], D);
-        else
-            FN(layernorm_backward_row)(dx, dweight, dbias, dy, x, NULL, weight, mean[n], rstd[n], D);
+    FN(layernorm_backward_args) a = {dinp, dweight, dbias, dout, inp, residual, weight, mean, rstd, N, D};
+    double flops = 16.0 * N * D;
+    if (N < 2 || ct_pool_threads_for(flops, ct_threads_ceiling_here()) <= 1) {
+        FN(layernorm_backward_rows)(&a, 0, N);
+        return;
     }
+    if (dinp != NULL) ct_parallel_rows(N, 10.0 * N * D, FN(layernorm_backward_dx_rows), &a);
+    if (dweight != NULL || dbias != NULL)
+        ct_parallel_rows((D + CT_LN_COLUMN_GROUP - 1) / CT_LN_COLUMN_GROUP, 6.0 * N * D,
+                         FN(layernorm_backward_param_columns), &a);
 }
 
 /* layernorm_backward (accumulates)

@@ -214,6 +214,40 @@ def test_split_gemv_of_decoding_matches_one_thread(load_blind):
         assert (np.abs(K.decode_linear(x, w, b) - one) <= bound).all()
 
 
+def _layernorm_backwards(rng, dtype):
+    """Layer-norm backward split over the pool (dinp by rows, dweight and
+    dbias by groups of 16 columns, the last one partial: D = 101), with and
+    without a residual and a weight, accumulating into given gradients."""
+    N, D = 3000, 101  # >= 1 MFLOP in each of the two jobs
+    x, res, dout = (rng.standard_normal((N, D)).astype(dtype) for _ in range(3))
+    w, b = rng.standard_normal(D).astype(dtype), rng.standard_normal(D).astype(dtype)
+    _, mean, rstd = K.layernorm_forward(x, w, b)
+    _, mean_r, rstd_r = K.add_layernorm_forward(x, res, w, b)
+    start = rng.standard_normal((N, D)).astype(dtype), rng.standard_normal(D).astype(dtype)
+    return [*K.layernorm_backward(dout, x, w, mean, rstd),
+            *K.layernorm_backward(dout, x, None, mean, rstd, dinp=start[0].copy(), dbias=start[1].copy())[::2],
+            *K.add_layernorm_backward(dout, x, res, w, mean_r, rstd_r, dweight=start[1].copy()),
+            K.layernorm_backward(dout, x, w, mean, rstd, need_dinp=False, with_bias=False)[1]]
+
+
+def _cross_entropies(rng, dtype):
+    """Cross-entropy forward (losses summed in row order after the rows ran
+    on the pool, blocks of 1024 rows) and backward, with ignored rows, class
+    weights, label smoothing and a -inf logit; each reduction."""
+    N, C = 2500, 300
+    z = rng.standard_normal((N, C)).astype(dtype)
+    z[5, 7] = -np.inf
+    t = rng.integers(0, C, N)
+    t[::17] = -100
+    w = rng.random(C).astype(dtype)
+    out = []
+    for reduction, weight, eps in (("mean", None, 0.0), ("sum", w, 0.1), ("none", w, 0.0), ("mean", w, 0.2)):
+        loss, lse = K.cross_entropy_forward(z, t, -100, eps, reduction, weight)
+        dloss = np.ones(N if reduction == "none" else (), dtype)
+        out += [loss, lse, K.cross_entropy_backward(dloss, z, t, lse, -100, eps, reduction, weight)]
+    return out
+
+
 def _row_kernels(dtype):
     """The row kernels that split their rows over the pool, on inputs big
     enough for it (>= 1 MFLOP of work), with NaN / -inf rows among them."""
@@ -225,6 +259,7 @@ def _row_kernels(dtype):
     w, b = rng.standard_normal(96).astype(dtype), rng.standard_normal(96).astype(dtype)
     big = rng.standard_normal((3001, 700)).astype(dtype)
     return [*K.layernorm_forward(r, w, b), *K.add_layernorm_forward(r, x[::-1].copy(), w, b),
+            *_layernorm_backwards(rng, dtype), *_cross_entropies(rng, dtype),
             K.softmax_forward(x), K.log_softmax_forward(x), K.bias_act_forward(x, b, "relu"),
             K.bias_act_forward(x, b, "gelu"), K.bias_act_forward(x, None, "gelu", "tanh"),
             *K.dropout_forward(big, 0.3, 12, offset=5), *K.dropout_forward(big[:, :333], 0.5, 3)]
