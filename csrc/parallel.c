@@ -51,7 +51,9 @@
  * (1024x512x128), 0.70 (1024x512x512), 0.54 (1024x2048x512), 0.53
  * (1024x8000x512), within 3 % of OpenBLAS's own threading in the same
  * process, interleaved (bench_threads.py --gemm prints both). */
+#ifndef CT_THREADS_QUIET_MIN_FLOPS
 #define CT_THREADS_QUIET_MIN_FLOPS 5.0e6 /* below: one thread */
+#endif
 #define CT_THREADS_BUSY_MIN_FLOPS 4.0e9  /* from here: the ceiling, however busy */
 #define CT_LOAD_SAMPLE_NS 10000000L      /* 10 ms */
 
@@ -186,7 +188,15 @@ int ct_threads_for(double flops, int ceiling)
     return usable < ceiling ? usable : ceiling;
 }
 
-#define CT_POOL_MIN_FLOPS 1.0e6 /* below: the caller alone */
+/* Below CT_POOL_MIN_FLOPS (the kernels' own estimates: 12 per element for
+ * a layer norm, 2 for a ReLU, ...: a pool job of ~25 us and up), the caller
+ * alone.  Measured on the demo-size training step at 2 threads, 2-core Intel
+ * Xeon, builds alternated 14 rounds (median of per-round ratios): 2.5e5
+ * took 0.88x the time of 1e6 (its layer norms, bias + ReLU and dropout of
+ * 768 x 64-256 went on the pool); 1e5 took 1.05x the time of 2.5e5. */
+#ifndef CT_POOL_MIN_FLOPS
+#define CT_POOL_MIN_FLOPS 2.5e5
+#endif
 
 int ct_pool_threads_for(double flops, int ceiling)
 {

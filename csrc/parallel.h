@@ -67,7 +67,7 @@ void ct_parallel_rows(ptrdiff_t n, double flops, ct_rows_fn fn, void *ctx);
 
 /* Threads (1 .. ceiling) worth using for one ct_parallel_run job of `flops`
  * work: the pool's workers stay awake between the kernels of a step, so a
- * job pays from CT_POOL_MIN_FLOPS on, a fifth of a GEMM's threshold; as
+ * job pays from CT_POOL_MIN_FLOPS on, a twentieth of a GEMM's threshold; as
  * ct_threads_for, only the idle cores are counted (load-blind: the ceiling). */
 int ct_pool_threads_for(double flops, int ceiling);
 

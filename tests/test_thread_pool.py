@@ -29,7 +29,7 @@ def load_blind():
 
 def test_pool_policy_small_jobs_stay_on_the_caller():
     assert pool_threads_for(1e4, 2) == 1
-    assert pool_threads_for(5e5, 8) == 1
+    assert pool_threads_for(2e5, 8) == 1
     for flops in (1e3, 2e6, 1e9):
         for ceiling in (1, 2, 5):
             assert 1 <= pool_threads_for(flops, ceiling) <= ceiling

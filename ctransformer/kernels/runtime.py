@@ -43,7 +43,7 @@ def pool_threads_for(flops: float, ceiling: int | None = None) -> int:
     floating-point operations; ``ceiling`` defaults to ``get_num_threads()``.
 
     The pool's workers stay awake between the kernels of a training step, so
-    a job is worth a second thread from ~1 MFLOP (a GEMM from ~5); above it,
+    a job is worth a second thread from ~0.25 MFLOP (a GEMM from ~5); above it,
     as many as there are idle cores, or the ceiling in deterministic mode.
     The results of a pooled kernel do not depend on the count."""
     if ceiling is None:
