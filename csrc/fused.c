@@ -24,18 +24,6 @@
  * (activation.c) runs, so the two agree bit for bit. */
 CT_INLINE real FN(relu_value)(real z) { return VSELECT(z < 0, (real)0, z); }
 
-/* d act / dz of the gelus (relu's backward is relu_backward_row). */
-CT_INLINE real FN(act_slope)(real z, int act)
-{
-    return act == CT_ACT_GELU ? VGELU_SLOPE(z) : VGELU_TANH_SLOPE(z);
-}
-
-/* z = inp + bias at element n (bias NULL: inp itself; adding 0 would turn -0 into +0). */
-CT_INLINE real FN(biased)(const real *restrict inp, const real *restrict bias, ct_int n)
-{
-    return bias != NULL ? inp[n] + bias[n] : inp[n];
-}
-
 /* out (N) = f(inp + bias) over one row, one loop per case so that each vectorises. */
 #define CT_BIAS_ACT_LOOP(f)                                                                 \
     do {                                                                                    \
@@ -94,14 +82,46 @@ static CT_VECTOR_CLONES void FN(relu_backward_row)(real *restrict dinp, real *re
         }
     } else if (bias != NULL) {
         for (ct_int n = 0; n < N; n++) dinp[n] += inp[n] + bias[n] <= 0 ? (real)0 : dout[n];
-    } else {
+    } else if (dbias != NULL) {
         for (ct_int n = 0; n < N; n++) {
             real dz = inp[n] <= 0 ? (real)0 : dout[n];
             dinp[n] += dz;
-            if (dbias) dbias[n] += dz;
+            dbias[n] += dz;
         }
+    } else {
+        for (ct_int n = 0; n < N; n++) dinp[n] += inp[n] <= 0 ? (real)0 : dout[n];
     }
 }
+
+/* d (N) = dout * slope(inp + bias) over one row (dout NULL: d *= slope(...),
+ * in place), one loop per case so that each vectorises (a test of act or
+ * bias inside the loop kept GCC from it; so would a d that may be dout). */
+#define CT_SLOPE_LOOP(slope)                                                                \
+    do {                                                                                    \
+        if (dout == NULL && bias != NULL)                                                   \
+            for (ct_int n = 0; n < N; n++) d[n] *= slope(inp[n] + bias[n]);                 \
+        else if (dout == NULL)                                                              \
+            for (ct_int n = 0; n < N; n++) d[n] *= slope(inp[n]);                           \
+        else if (bias != NULL)                                                              \
+            for (ct_int n = 0; n < N; n++) d[n] = dout[n] * slope(inp[n] + bias[n]);        \
+        else                                                                                \
+            for (ct_int n = 0; n < N; n++) d[n] = dout[n] * slope(inp[n]);                  \
+    } while (0)
+CT_INLINE void FN(gelu_slopes_row)(real *restrict d, const real *restrict dout, const real *restrict inp,
+                                   const real *restrict bias, int act, ct_int N)
+{
+    if (act == CT_ACT_GELU) CT_SLOPE_LOOP(VGELU_SLOPE);
+    else CT_SLOPE_LOOP(VGELU_TANH_SLOPE);
+}
+#undef CT_SLOPE_LOOP
+
+/* acc (N) += x (N) */
+CT_INLINE void FN(add_row)(real *restrict acc, const real *restrict x, ct_int N)
+{
+    for (ct_int n = 0; n < N; n++) acc[n] += x[n];
+}
+
+#define CT_GELU_CHUNK 256 /* elements of dz on the stack at a time */
 
 /* One row of the gelu backward: dz = dout act'(inp + bias); dinp += dz; dbias += dz. */
 static CT_VECTOR_CLONES void FN(act_backward_row)(real *restrict dinp, real *restrict dbias,
@@ -109,10 +129,12 @@ static CT_VECTOR_CLONES void FN(act_backward_row)(real *restrict dinp, real *res
                                                   const real *restrict inp,
                                                   const real *restrict bias, int act, ct_int N)
 {
-    for (ct_int n = 0; n < N; n++) {
-        real dz = dout[n] * FN(act_slope)(FN(biased)(inp, bias, n), act);
-        dinp[n] += dz;
-        if (dbias) dbias[n] += dz;
+    real dz[CT_GELU_CHUNK];
+    for (ct_int n0 = 0; n0 < N; n0 += CT_GELU_CHUNK) {
+        ct_int len = CT_MIN((ct_int)CT_GELU_CHUNK, N - n0);
+        FN(gelu_slopes_row)(dz, dout + n0, inp + n0, bias ? bias + n0 : NULL, act, len);
+        FN(add_row)(dinp + n0, dz, len);
+        if (dbias != NULL) FN(add_row)(dbias + n0, dz, len);
     }
 }
 
@@ -253,31 +275,27 @@ static void FN(ff_recompute_rows)(real *ac, const real *h, const real *b1, const
 }
 
 /* da (n, F) <- dh: through the dropout (keep, scale) and the activation at h + b1 of rows
- * idx, in place; db1 (F) += column sums of dh (skipped when NULL). */
-static void FN(ff_act_backward_rows)(real *da, real *db1, const real *h, const real *b1,
-                                     const uint8_t *keep, real scale, int act, const ct_int *idx,
-                                     ct_int n, ct_int F)
+ * idx, in place; db1 (F) += column sums of dh (skipped when NULL).  One loop per case,
+ * so that each vectorises. */
+static CT_VECTOR_CLONES void FN(ff_act_backward_rows)(real *da, real *db1, const real *h, const real *b1,
+                                                      const uint8_t *keep, real scale, int act,
+                                                      const ct_int *idx, ct_int n, ct_int F)
 {
     for (ct_int r = 0; r < n; r++) {
-        real *d = da + r * F;
+        real *restrict d = da + r * F;
+        const real *restrict hr = h + idx[r] * F;
         if (keep != NULL) {
-            const uint8_t *k = keep + idx[r] * F;
+            const uint8_t *restrict k = keep + idx[r] * F;
             for (ct_int f = 0; f < F; f++) d[f] *= k[f] ? scale : (real)0;
         }
         /* dh = d act'(h + b1) */
-        if (act == CT_ACT_RELU) {
-            const real *hr = h + idx[r] * F;
-            for (ct_int f = 0; f < F; f++)
-                d[f] = hr[f] + (b1 ? b1[f] : 0) <= 0 ? (real)0 : d[f];
-            if (db1)
-                for (ct_int f = 0; f < F; f++) db1[f] += d[f];
-        } else {
-            const real *hr = h + idx[r] * F;
-            for (ct_int f = 0; f < F; f++) {
-                d[f] *= FN(act_slope)(FN(biased)(hr, b1, f), act);
-                if (db1) db1[f] += d[f];
-            }
-        }
+        if (act != CT_ACT_RELU)
+            FN(gelu_slopes_row)(d, NULL, hr, b1, act, F);
+        else if (b1 != NULL)
+            for (ct_int f = 0; f < F; f++) d[f] = hr[f] + b1[f] <= 0 ? (real)0 : d[f];
+        else
+            for (ct_int f = 0; f < F; f++) d[f] = hr[f] <= 0 ? (real)0 : d[f];
+        if (db1 != NULL) FN(add_row)(db1, d, F);
     }
 }
 

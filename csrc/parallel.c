@@ -231,7 +231,9 @@ int ct_pool_threads_for(double flops, int ceiling)
  * Python thread's kernel, or a kernel called from a rank) runs its ranks
  * itself.  After fork() the child has none of the workers: the pool is reset
  * there. */
+#ifndef CT_POOL_SPIN_NS
 #define CT_POOL_SPIN_NS 100000L /* 0.1 ms: the gap between two kernels of a training step */
+#endif
 #define CT_POOL_MAX_RANKS 4095  /* 12 bits of `claim` */
 #define CLAIM_NEXT(c) ((int)((c) & 0xFFF))
 #define CLAIM_SIZE(c) ((int)(((c) >> 12) & 0xFFF))
