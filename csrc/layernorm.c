@@ -221,20 +221,32 @@ static CT_VECTOR_CLONES void FN(layernorm_backward_dx_rows)(void *ctx, ptrdiff_t
 #define CT_LN_COLUMN_GROUP 16 /* columns per unit of the second job: one AVX-512 vector */
 
 /* dweight and dbias of the column groups [g0, g1) (CT_LN_COLUMN_GROUP
- * columns each), summed over every row in row order: the same additions in
- * the same order as the one-thread sweep, so the same bits. */
+ * columns each), each summed over every row in row order: the same additions
+ * in the same order as the one-thread sweep, so the same bits.  The sums run
+ * in a group's own accumulators on the stack, copied in and out once: two
+ * threads adding into neighbouring columns of dweight row after row would
+ * share a cache line (a NumPy array is not 64-byte aligned) and pass it back
+ * and forth 2 N times. */
 static CT_VECTOR_CLONES void FN(layernorm_backward_param_columns)(void *ctx, ptrdiff_t g0, ptrdiff_t g1)
 {
     const FN(layernorm_backward_args) *a = ctx;
-    ct_int D = a->D, c0 = g0 * CT_LN_COLUMN_GROUP, c1 = CT_MIN(D, g1 * CT_LN_COLUMN_GROUP), width = c1 - c0;
-    for (ct_int n = 0; n < a->N; n++) {
-        const real *dy = a->dout + n * D + c0, *x = a->inp + n * D + c0;
-        if (a->dbias != NULL) FN(row_add)(a->dbias + c0, dy, width);
-        if (a->dweight == NULL) continue;
-        if (a->residual != NULL) /* inlined twice, as in the row sweep */
-            FN(row_add_dy_xhat)(a->dweight + c0, dy, x, a->residual + n * D + c0, a->mean[n], a->rstd[n], width);
-        else
-            FN(row_add_dy_xhat)(a->dweight + c0, dy, x, NULL, a->mean[n], a->rstd[n], width);
+    ct_int D = a->D;
+    real dw[CT_LN_COLUMN_GROUP], db[CT_LN_COLUMN_GROUP];
+    for (ptrdiff_t g = g0; g < g1; g++) {
+        ct_int c0 = g * CT_LN_COLUMN_GROUP, width = CT_MIN(D, c0 + CT_LN_COLUMN_GROUP) - c0;
+        if (a->dweight != NULL) memcpy(dw, a->dweight + c0, (size_t)width * sizeof(real));
+        if (a->dbias != NULL) memcpy(db, a->dbias + c0, (size_t)width * sizeof(real));
+        for (ct_int n = 0; n < a->N; n++) {
+            const real *dy = a->dout + n * D + c0, *x = a->inp + n * D + c0;
+            if (a->dbias != NULL) FN(row_add)(db, dy, width);
+            if (a->dweight == NULL) continue;
+            if (a->residual != NULL) /* inlined twice, as in the row sweep */
+                FN(row_add_dy_xhat)(dw, dy, x, a->residual + n * D + c0, a->mean[n], a->rstd[n], width);
+            else
+                FN(row_add_dy_xhat)(dw, dy, x, NULL, a->mean[n], a->rstd[n], width);
+        }
+        if (a->dweight != NULL) memcpy(a->dweight + c0, dw, (size_t)width * sizeof(real));
+        if (a->dbias != NULL) memcpy(a->dbias + c0, db, (size_t)width * sizeof(real));
     }
 }
 
