@@ -12,12 +12,13 @@ character, not only the corpus's).
 from __future__ import annotations
 
 import os
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 import numpy as np
+
+from ._atomic import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -133,18 +134,5 @@ def attention_heatmap(weights, source_tokens: Sequence[str], target_tokens: Sequ
 def save_figure(fig: "Figure", path: str, dpi: int = 120) -> str:
     """``fig.savefig(path)``, atomically: the image is written next to
     ``path`` and renamed over it, so Ctrl-C never leaves half a file."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    suffix = os.path.splitext(path)[1] or ".png"
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=suffix, dir=directory)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=dpi, format=suffix.lstrip(".") or "png")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
+    image_format = os.path.splitext(os.fspath(path))[1].lstrip(".") or "png"
+    return write_atomically(path, lambda out: fig.savefig(out, dpi=dpi, format=image_format))

@@ -112,3 +112,36 @@ def test_use_cjk_font_puts_latin_first_then_chinese():
     families = plotting.use_cjk_font()
     assert families[0] == "DejaVu Sans" and families[-1] == plotting.FONT_FAMILY
     assert matplotlib.rcParams["font.sans-serif"][:len(families)] == families
+
+
+def test_save_figure_is_atomic_and_sweeps_killed_writers_temporaries(tmp_path, monkeypatch):
+    """save_figure goes through the same atomic write as a checkpoint
+    (ctransformer/_atomic.py): a failed or interrupted savefig leaves the old
+    image whole and no temporary file; a killed writer's temporary is swept."""
+    import os
+    import subprocess
+    import sys
+
+    import matplotlib.pyplot as plt
+    path = tmp_path / "heat.png"
+    fig = plt.figure(figsize=(2, 2))
+    assert plotting.save_figure(fig, str(path)) == str(path)
+    first = path.read_bytes()
+    assert first.startswith(b"\x89PNG")
+
+    def interrupted(*args, **kwargs):
+        args[0].write(b"half an image")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(fig, "savefig", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        plotting.save_figure(fig, str(path))
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["heat.png"] and path.read_bytes() == first
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    stale = tmp_path / f".heat.png.{dead}.x.tmp"
+    stale.write_bytes(b"partial")
+    plotting.save_figure(fig, str(path))
+    plt.close(fig)
+    assert not stale.exists() and os.listdir(tmp_path) == ["heat.png"]

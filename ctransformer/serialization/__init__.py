@@ -18,7 +18,8 @@ Guarantees kept from the earlier format:
   * a path is written atomically: a temporary file next to it, flushed and
     fsync'ed, then ``os.replace``-d; the temporary file is removed on any
     error or interrupt, and ones left by killed processes are swept on the
-    next save to the same path;
+    next save to the same path (ctransformer/_atomic.py, which
+    plotting.save_figure uses too);
   * a truncated, corrupted, foreign or oversized file (see :data:`limits`)
     raises :class:`CheckpointError` (a ValueError and a RuntimeError)
     naming the path; no file handle stays open on any path through here;
@@ -28,17 +29,16 @@ Guarantees kept from the earlier format:
 """
 from __future__ import annotations
 
-import glob
 import hashlib
 import io
 import os
 import pickle
-import tempfile
 import zipfile
 from typing import Any, BinaryIO, Iterator, Optional, Tuple, Union
 
 import numpy as np
 
+from .._atomic import write_atomically
 from . import _legacy_npz
 from ._archive import ArchiveReader, ArchiveWriter, Limits, file_size_of, limits
 from ._pickler import TorchPickler
@@ -120,65 +120,7 @@ def save(obj: Any, f: Union[PathLike, BinaryIO], pickle_module: Any = None, pick
     if hasattr(f, "write"):
         _write(f, pickled, storages)  # type: ignore[arg-type]
         return
-    path = os.fspath(f)
-    directory = os.path.dirname(os.path.abspath(path))
-    _sweep_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            _write(out, pickled, storages)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(directory)
-
-
-def _temp_prefix(path: str) -> str:
-    return f".{os.path.basename(path)}.{os.getpid()}."
-
-
-def _sweep_stale_temporaries(path: str) -> None:
-    """Remove temporary files an earlier, killed save to ``path`` left behind
-    (their names carry the writer's process id; live writers are spared)."""
-    pattern = os.path.join(os.path.dirname(os.path.abspath(path)), f".{glob.escape(os.path.basename(path))}.*.tmp")
-    for tmp in glob.glob(pattern):
-        pid_text = os.path.basename(tmp)[len(os.path.basename(path)) + 2:].split(".", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
-            continue
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make the rename durable (best effort; not all systems allow it)."""
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
+    write_atomically(f, lambda out: _write(out, pickled, storages))
 
 
 # ---------------------------------------------------------------- loading
