@@ -115,6 +115,73 @@ void FN(adam_step)(real *param, const real *grad, real *exp_avg, real *exp_avg_s
                       wd, w1, b2, w2, bias_correction2_sqrt, eps_r, neg_step_size);
 }
 
+/* The per-element RMSprop update of rmsprop_step below, branch-free; the
+ * flags are constants at each (inlined) call, so each case is one loop. */
+CT_INLINE void FN(rmsprop_loop)(real *restrict param, const real *restrict grad, real *restrict square_avg,
+                                real *restrict grad_avg, real *restrict momentum_buffer, ct_int n,
+                                int centered, int with_momentum, real grad_sign, int decay, real wd,
+                                real alpha, real w, real eps, real momentum, real neg_lr)
+{
+    for (ct_int i = 0; i < n; i++) {
+        real p = param[i];
+        real g = grad[i] * grad_sign;
+        g = VSELECT(decay, g + wd * p, g);
+        real v = square_avg[i] * alpha;
+        v = v + w * g * g;
+        square_avg[i] = v;
+        real avg;
+        if (centered) {
+            real a = FN(lerp)(grad_avg[i], g, w);
+            grad_avg[i] = a;
+            avg = SQRT(v - a * a) + eps;
+        } else {
+            avg = SQRT(v) + eps;
+        }
+        if (with_momentum) {
+            real b = momentum_buffer[i] * momentum;
+            b = b + g / avg;
+            momentum_buffer[i] = b;
+            param[i] = p + neg_lr * b;
+        } else {
+            param[i] = p + neg_lr * (g / avg);
+        }
+    }
+}
+
+/* rmsprop_step (in place)
+ *   param, grad, square_avg (v) (n); grad_avg (a) (n) when centered, else
+ *   NULL; momentum_buffer (b) (n) when momentum > 0, else NULL.  With g =
+ *   grad (negated when maximize), as torch's single-tensor RMSprop, each
+ *   line one rounding of `real` (its scalars rounded to `real` first):
+ *     g += weight_decay * param
+ *     v = v * alpha;  v = v + (1 - alpha) * g * g
+ *     centered: a = lerp(a, g, 1 - alpha);  avg = sqrt(v - a * a) + eps
+ *     else:     avg = sqrt(v) + eps
+ *     momentum: b = b * momentum;  b = b + g / avg;  param += -lr * b
+ *     else:     param += -lr * (g / avg)
+ */
+CT_VECTOR_CLONES
+void FN(rmsprop_step)(real *param, const real *grad, real *square_avg, real *grad_avg, real *momentum_buffer,
+                      ct_int n, acc_t lr, acc_t alpha, acc_t eps, acc_t weight_decay, acc_t momentum,
+                      int centered, int maximize)
+{
+    real grad_sign = maximize ? -1 : 1, wd = (real)weight_decay, a = (real)alpha, w = (real)(1 - alpha);
+    real e = (real)eps, m = (real)momentum, neg_lr = (real)-lr;
+    int decay = weight_decay != 0;
+    if (centered && momentum > 0)
+        FN(rmsprop_loop)(param, grad, square_avg, grad_avg, momentum_buffer, n, 1, 1, grad_sign, decay, wd, a,
+                         w, e, m, neg_lr);
+    else if (centered)
+        FN(rmsprop_loop)(param, grad, square_avg, grad_avg, NULL, n, 1, 0, grad_sign, decay, wd, a, w, e, m,
+                         neg_lr);
+    else if (momentum > 0)
+        FN(rmsprop_loop)(param, grad, square_avg, NULL, momentum_buffer, n, 0, 1, grad_sign, decay, wd, a, w,
+                         e, m, neg_lr);
+    else
+        FN(rmsprop_loop)(param, grad, square_avg, NULL, NULL, n, 0, 0, grad_sign, decay, wd, a, w, e, m,
+                         neg_lr);
+}
+
 /* norm_partial
  *   x (n) -> sum |x_i|^p in double, or max |x_i| when p = inf (NaN if any
  *   x_i is NaN); ct_norm_combine / ct_norm_finish (optim.h) make the norm

@@ -32,6 +32,9 @@ void FN(adam_step)(real *param, const real *grad, real *exp_avg, real *exp_avg_s
                    real *max_exp_avg_sq, ct_int n, int64_t step, acc_t lr, acc_t beta1,
                    acc_t beta2, acc_t eps, acc_t weight_decay, int decoupled_weight_decay,
                    int maximize);
+void FN(rmsprop_step)(real *param, const real *grad, real *square_avg, real *grad_avg, real *momentum_buffer,
+                      ct_int n, acc_t lr, acc_t alpha, acc_t eps, acc_t weight_decay, acc_t momentum,
+                      int centered, int maximize);
 acc_t FN(norm_partial)(const real *x, ct_int n, acc_t norm_type);
 void FN(scale_inplace)(real *x, ct_int n, acc_t coef);
 #endif

@@ -277,3 +277,70 @@ def test_norm_bad_input():
     assert (grads[0] == 10).all()
     # a view is fine when only reading
     assert K.grad_norm(grads, np.inf) == 10.0
+
+
+RMSPROP_CONFIGS = [
+    dict(lr=0.01),
+    dict(lr=0.01, alpha=0.9, eps=1e-6, maximize=True),
+    dict(lr=0.02, weight_decay=0.1, centered=True),
+    dict(lr=0.01, momentum=0.9),
+    dict(lr=0.01, momentum=0.8, centered=True, weight_decay=0.05, maximize=True),
+]
+
+
+def rmsprop_reference(param, grads, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                      centered=False, maximize=False):
+    """torch's single-tensor RMSprop, written out in float64 NumPy."""
+    p = param.astype(np.float64)
+    v, a, b = np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)
+    for g in grads:
+        g = -g.astype(np.float64) if maximize else g.astype(np.float64)
+        g = g + weight_decay * p
+        v = alpha * v + (1 - alpha) * g * g
+        if centered:
+            a = a + (1 - alpha) * (g - a)
+            avg = np.sqrt(v - a * a) + eps
+        else:
+            avg = np.sqrt(v) + eps
+        if momentum > 0:
+            b = momentum * b + g / avg
+            p = p - lr * b
+        else:
+            p = p - lr * g / avg
+    return p, v, a, b
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("config", RMSPROP_CONFIGS, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_rmsprop_step_matches_numpy_reference(rng, dtype, config):
+    """rmsprop_step (the kernel behind optim.RMSprop, whose torch parity is
+    test_torch_api_nn_optim_extra.py::test_rmsprop_parity) against torch's
+    formulas in float64, every state buffer included."""
+    start = rng.standard_normal((5, 3)).astype(dtype)
+    grads = [g * np.array([1e-3, 1.0, 10.0], dtype) for g in random_grads(rng, (5, 3), dtype)]
+    param, v = start.copy(), np.zeros_like(start)
+    a = np.zeros_like(start) if config.get("centered") else None
+    b = np.zeros_like(start) if config.get("momentum", 0) > 0 else None
+    for g in grads:
+        K.rmsprop_step(param, g, v, grad_avg=a, momentum_buffer=b, **config)
+    p_ref, v_ref, a_ref, b_ref = rmsprop_reference(start, grads, **config)
+    tol = tol_for(dtype)
+    np.testing.assert_allclose(param, p_ref, **tol)
+    np.testing.assert_allclose(v, v_ref, **tol)
+    if a is not None:
+        np.testing.assert_allclose(a, a_ref, **tol)
+    if b is not None:
+        np.testing.assert_allclose(b, b_ref, **tol)
+
+
+def test_rmsprop_step_refuses_missing_state_and_bad_options():
+    p, g, v = np.zeros(3, np.float32), np.ones(3, np.float32), np.zeros(3, np.float32)
+    with pytest.raises(ValueError, match="rmsprop_step: lr must be >= 0"):
+        K.rmsprop_step(p, g, v, lr=-1.0)
+    with pytest.raises((TypeError, ValueError), match="rmsprop_step: grad_avg"):
+        K.rmsprop_step(p, g, v, centered=True)
+    with pytest.raises((TypeError, ValueError), match="rmsprop_step: momentum_buffer"):
+        K.rmsprop_step(p, g, v, momentum=0.9)
+    with pytest.raises(ValueError, match="rmsprop_step: square_avg"):
+        K.rmsprop_step(p, g, np.zeros(6, np.float32)[::2])
+    assert (p == 0).all() and (v == 0).all()  # nothing moved

@@ -257,6 +257,25 @@ the number of this step, from 1 (bias correction 1 - beta**step).
          "beta1, beta2, eps, weight_decay, decoupled_weight_decay, maximize"),
     "ct_none()"])
 
+kernel("rmsprop_step", "optim",
+       "param, grad, square_avg, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, "
+       "weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, grad_avg: array? = None, "
+       "momentum_buffer: array? = None, maximize: bool = False", '''
+One step of torch.optim.RMSprop on one parameter, in place.
+
+param, grad, square_avg (and grad_avg, required when ``centered``;
+momentum_buffer, required when momentum > 0): same shape and dtype;
+state starts at zeros.
+''', "None", [
+    C(f"if ({at_least('lr', 'alpha', 'eps', 'weight_decay', 'momentum')})\n    goto fail;"),
+    *param_and_grad(),
+    InPlace("square_avg", like="param"),
+    InPlace("grad_avg", like="param", when="centered"),
+    InPlace("momentum_buffer", like="param", when="momentum > 0"),
+    Call("rmsprop_step", "param, grad, square_avg, grad_avg, momentum_buffer, PyArray_SIZE(param), lr, alpha, eps, "
+         "weight_decay, momentum, centered, maximize"),
+    "ct_none()"])
+
 # one call for a whole parameter group (torch's fused Adam): the checks and the
 # loop over adam_step are custom C in bind_optim.c
 kernel("adam_multi_step", "optim",

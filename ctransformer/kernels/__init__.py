@@ -35,7 +35,7 @@ from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward
 from .crossentropy import cross_entropy_backward, cross_entropy_forward
 from .recurrent import (rnn_backward, rnn_cell_backward, rnn_cell_forward, rnn_forward, rnn_stack_backward,
                         rnn_stack_forward)
-from .optim import adam_multi_step, adam_step, clip_grad_norm, grad_norm, sgd_step
+from .optim import adam_multi_step, adam_step, clip_grad_norm, grad_norm, rmsprop_step, sgd_step
 from .runtime import blas_config, get_num_threads, packed_gemm, set_num_threads
 from .source import source  # the C text of a kernel: source("layernorm_backward")
 

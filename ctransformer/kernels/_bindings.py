@@ -326,6 +326,19 @@ def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_
     return _C.adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay, amsgrad, max_exp_avg_sq, maximize)
 
 
+def rmsprop_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, lr: float = 1e-2,
+                 alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
+                 centered: bool = False, grad_avg: Optional[np.ndarray] = None,
+                 momentum_buffer: Optional[np.ndarray] = None, maximize: bool = False) -> None:
+    """One step of torch.optim.RMSprop on one parameter, in place.
+
+    param, grad, square_avg (and grad_avg, required when ``centered``;
+    momentum_buffer, required when momentum > 0): same shape and dtype;
+    state starts at zeros.
+    """
+    return _C.rmsprop_step(param, grad, square_avg, lr, alpha, eps, weight_decay, momentum, centered, grad_avg, momentum_buffer, maximize)
+
+
 def rnn_forward(x: np.ndarray, h0: Optional[np.ndarray], w_ih: np.ndarray, w_hh: np.ndarray,
                 b_ih: Optional[np.ndarray], b_hh: Optional[np.ndarray], mode: str,
                 c0: Optional[np.ndarray] = None, lengths: Optional[np.ndarray] = None, reverse: bool = False

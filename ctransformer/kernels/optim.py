@@ -1,9 +1,9 @@
-"""In-place optimizer updates (torch.optim.SGD, Adam, AdamW) and gradient-norm
+"""In-place optimizer updates (torch.optim.SGD, Adam, AdamW, RMSprop) and gradient-norm
 clipping (torch.nn.utils.clip_grad_norm_).
 
 Parameters and optimizer state are updated in place and must be C-contiguous,
 writeable arrays of one dtype and shape (views are refused: a copy would lose
-the update).  Gradients are only read.  (sgd_step and adam_step are generated
+the update).  Gradients are only read.  (sgd_step, adam_step and rmsprop_step are generated
 from csrc/py/kernel_table.py into _bindings.py.)
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ import numpy as np
 
 from .. import _C
 from ._args import as_float
-from ._bindings import adam_step, sgd_step
+from ._bindings import adam_step, rmsprop_step, sgd_step
 
-__all__ = ["sgd_step", "adam_step", "adam_multi_step", "grad_norm", "clip_grad_norm"]
+__all__ = ["sgd_step", "adam_step", "adam_multi_step", "rmsprop_step", "grad_norm", "clip_grad_norm"]
 
 Grads = Union[np.ndarray, Sequence[np.ndarray]]
 

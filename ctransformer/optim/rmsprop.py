@@ -1,10 +1,11 @@
-"""RMSprop (torch's algorithm, in NumPy: elementwise and memory-bound)."""
+"""RMSprop (torch's algorithm; one ``rmsprop_step`` kernel call per parameter)."""
 from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
 
 import numpy as np
 
+from .. import kernels as K
 from ..autograd import bump_version, no_grad
 from ..tensor import Tensor
 from .optimizer import Optimizer, _inplace_ready
@@ -48,8 +49,6 @@ class RMSprop(Optimizer):
                         continue
                     param = _inplace_ready(p)
                     grad = self._grad_array(p)
-                    if group["maximize"]:
-                        grad = -grad
                     state = self.state[p]
                     if len(state) == 0:
                         state["step"] = Tensor._wrap(np.asarray(0.0, np.float32))
@@ -59,24 +58,10 @@ class RMSprop(Optimizer):
                         if group["centered"]:
                             state["grad_avg"] = Tensor._wrap(np.zeros_like(param, order="C"))
                     state["step"]._data = np.asarray(state["step"]._data + 1, np.float32)
-                    if wd != 0:
-                        grad = grad + wd * param
-                    sq = _inplace_ready(state["square_avg"])
-                    sq *= alpha
-                    sq += (1 - alpha) * grad * grad
-                    if group["centered"]:
-                        ga = _inplace_ready(state["grad_avg"])
-                        ga *= alpha
-                        ga += (1 - alpha) * grad
-                        avg = np.sqrt(sq - ga * ga) + eps
-                    else:
-                        avg = np.sqrt(sq) + eps
-                    if momentum > 0:
-                        buf = _inplace_ready(state["momentum_buffer"])
-                        buf *= momentum
-                        buf += grad / avg
-                        param -= (lr * buf).astype(param.dtype, copy=False)
-                    else:
-                        param -= (lr * grad / avg).astype(param.dtype, copy=False)
+                    grad_avg, buf = state.get("grad_avg"), state.get("momentum_buffer")
+                    K.rmsprop_step(param, grad, _inplace_ready(state["square_avg"]), lr, alpha, eps, wd, momentum,
+                                   bool(group["centered"]),
+                                   None if grad_avg is None else _inplace_ready(grad_avg),
+                                   None if buf is None else _inplace_ready(buf), bool(group["maximize"]))
                     bump_version(p)  # an in-place update, as torch's: graphs that saved p go stale
         return loss
