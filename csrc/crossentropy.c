@@ -185,11 +185,7 @@ void FN(cross_entropy_backward)(real *dlogits, const real *dloss, const real *lo
                                 ct_int N, ct_int C, int64_t ignore_index, acc_t label_smoothing,
                                 int reduction)
 {
-    acc_t weight_sum = (acc_t)C, scale = 1;
-    if (weight != NULL) {
-        weight_sum = 0;
-        for (ct_int c = 0; c < C; c++) weight_sum += weight[c];
-    }
+    acc_t weight_sum = weight != NULL ? VSUM(weight, C) : (acc_t)C, scale = 1;
     if (reduction == CT_REDUCE_MEAN) {
         acc_t total_weight = 0;
         for (ct_int i = 0; i < N; i++)

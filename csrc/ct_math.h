@@ -24,7 +24,8 @@
  * source serves both dtypes; pass a `real` (cast when the expression could
  * be promoted to double).  VSUM(x, n), VDOT(x, y, n) and VMAX(x, n) reduce a
  * float or double array into a double; VSUM_ABS(x, n) sums |x|; VMAX(x, n)
- * and VMIN(x, n) (n > 0) give the element type, NaN if any element is NaN.
+ * and VMIN(x, n) (n > 0) give the element type, NaN if any element is NaN;
+ * VADD_INTO(acc, x, n) does acc[i] += x[i] (a gradient row accumulated into).
  * Helpers called from a CT_VECTOR_CLONES kernel: declare them CT_INLINE so
  * they are compiled inside each clone.  In the loop body write a select with
  * computed arms as VSELECT(cond, a, b), not `?:` (GCC may turn `?:` into a
@@ -427,6 +428,11 @@ CT_DEFINE_GELU(double, f64)
         CT_LANE_SUM(s, n, i, fabs((double)x[i]));                                           \
         return s;                                                                           \
     }                                                                                       \
+    /* acc[i] += x[i] (a gradient row accumulated into; no double) */                       \
+    static inline void ct_add_into_##sfx(type *restrict acc, const type *restrict x, ptrdiff_t n) \
+    {                                                                                       \
+        for (ptrdiff_t i = 0; i < n; i++) acc[i] += x[i];                                   \
+    }                                                                                       \
     /* sum_i x[i] * y[i] */                                                                 \
     static inline double ct_dot_##sfx(const type *restrict x, const type *restrict y,       \
                                       ptrdiff_t n)                                          \
@@ -458,5 +464,6 @@ CT_DEFINE_REDUCTIONS(double, int64_t, f64)
 #define VMAX(x, n) _Generic((x)[0], float: ct_max_f32, double: ct_max_f64)((x), (n))
 #define VMIN(x, n) _Generic((x)[0], float: ct_min_f32, double: ct_min_f64)((x), (n))
 #define VSUM_ABS(x, n) _Generic((x)[0], float: ct_sum_abs_f32, double: ct_sum_abs_f64)((x), (n))
+#define VADD_INTO(acc, x, n) _Generic((acc)[0], float: ct_add_into_f32, double: ct_add_into_f64)((acc), (x), (n))
 
 #endif /* CT_MATH_H */

@@ -115,12 +115,6 @@ CT_INLINE void FN(gelu_slopes_row)(real *restrict d, const real *restrict dout, 
 }
 #undef CT_SLOPE_LOOP
 
-/* acc (N) += x (N) */
-CT_INLINE void FN(add_row)(real *restrict acc, const real *restrict x, ct_int N)
-{
-    for (ct_int n = 0; n < N; n++) acc[n] += x[n];
-}
-
 #define CT_GELU_CHUNK 256 /* elements of dz on the stack at a time */
 
 /* One row of the gelu backward: dz = dout act'(inp + bias); dinp += dz; dbias += dz. */
@@ -133,8 +127,8 @@ static CT_VECTOR_CLONES void FN(act_backward_row)(real *restrict dinp, real *res
     for (ct_int n0 = 0; n0 < N; n0 += CT_GELU_CHUNK) {
         ct_int len = CT_MIN((ct_int)CT_GELU_CHUNK, N - n0);
         FN(gelu_slopes_row)(dz, dout + n0, inp + n0, bias ? bias + n0 : NULL, act, len);
-        FN(add_row)(dinp + n0, dz, len);
-        if (dbias != NULL) FN(add_row)(dbias + n0, dz, len);
+        VADD_INTO(dinp + n0, dz, len);
+        if (dbias != NULL) VADD_INTO(dbias + n0, dz, len);
     }
 }
 
@@ -295,7 +289,7 @@ static CT_VECTOR_CLONES void FN(ff_act_backward_rows)(real *da, real *db1, const
             for (ct_int f = 0; f < F; f++) d[f] = hr[f] + b1[f] <= 0 ? (real)0 : d[f];
         else
             for (ct_int f = 0; f < F; f++) d[f] = hr[f] <= 0 ? (real)0 : d[f];
-        if (db1 != NULL) FN(add_row)(db1, d, F);
+        if (db1 != NULL) VADD_INTO(db1, d, F);
     }
 }
 

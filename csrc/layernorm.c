@@ -24,22 +24,11 @@
 #include "ct_math.h"
 
 /* Element i of the row h = x + r (r NULL: h = x), in acc_t.  The sum is
- * rounded to `real` first, as an add of two arrays would be.  The test of r
- * must fold away where the row functions are inlined, or the loops stay
- * scalar (GCC does not unswitch a lane-split sum on it): every caller passes
- * a literal NULL or a pointer through FN(residual_row), which tells GCC it
- * is not NULL. */
+ * rounded to `real` first, as an add of two arrays would be.  Loops that read
+ * it are unswitched on r by GCC (one vectorised loop per case). */
 CT_INLINE acc_t FN(row_at)(const real *restrict x, const real *restrict r, ct_int i)
 {
     return r != NULL ? (acc_t)(real)(x[i] + r[i]) : (acc_t)x[i];
-}
-
-/* Row n of the residual (N, D), known not to be NULL (see row_at). */
-CT_INLINE const real *FN(residual_row)(const real *residual, ct_int n, ct_int D)
-{
-    const real *row = residual + n * D;
-    if (row == NULL) __builtin_unreachable();
-    return row;
 }
 
 /* Mean and biased variance of x (D >= 0; an empty row has mean 0, var 0).
@@ -104,7 +93,7 @@ static CT_VECTOR_CLONES void FN(add_layernorm_forward_rows)(void *ctx, ptrdiff_t
     ct_int D = a->D;
     for (ct_int n = n0; n < n1; n++) {
         if (a->residual != NULL)
-            FN(layernorm_row)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, FN(residual_row)(a->residual, n, D),
+            FN(layernorm_row)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, a->residual + n * D,
                               a->weight, a->bias, a->eps, D);
         else
             FN(layernorm_row)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, NULL, a->weight,
@@ -141,12 +130,6 @@ void FN(layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, c
     FN(add_layernorm_forward)(out, mean, rstd, inp, NULL, weight, bias, eps, N, D);
 }
 
-/* acc (D) += dy (D) */
-CT_INLINE void FN(row_add)(real *restrict acc, const real *restrict dy, ct_int D)
-{
-    for (ct_int i = 0; i < D; i++) acc[i] += dy[i];
-}
-
 /* acc (D) += dy * hhat, hhat = (h - mu) * rs */
 CT_INLINE void FN(row_add_dy_xhat)(real *restrict acc, const real *restrict dy, const real *restrict x,
                                    const real *restrict r, acc_t mu, acc_t rs, ct_int D)
@@ -173,6 +156,13 @@ CT_INLINE void FN(row_g_means)(const real *restrict dy, const real *restrict x, 
     *g_xhat_mean = sum_gx / (acc_t)D;
 }
 
+/* d loss / d h_i of a row: rs * (g_i - mean(g) - hhat_i * mean(g * hhat)),
+ * g_i = dy_i * weight_i (weight NULL: dy_i); see add_layernorm_backward. */
+CT_INLINE real FN(dx_term)(real dy, acc_t weight_i, acc_t hhat, acc_t rs, acc_t g_mean, acc_t g_xhat_mean)
+{
+    return (real)(rs * ((acc_t)dy * weight_i - g_mean - hhat * g_xhat_mean));
+}
+
 /* One row of the backward (see add_layernorm_backward); h = x + r (r NULL: h = x). */
 CT_INLINE void FN(layernorm_backward_row)(real *restrict dx, real *restrict dweight,
                                           real *restrict dbias, const real *restrict dy,
@@ -180,7 +170,7 @@ CT_INLINE void FN(layernorm_backward_row)(real *restrict dx, real *restrict dwei
                                           const real *restrict weight, acc_t mu, acc_t rs, ct_int D)
 {
     if (dx == NULL || D == 0) {
-        if (dbias != NULL) FN(row_add)(dbias, dy, D);
+        if (dbias != NULL) VADD_INTO(dbias, dy, D);
         if (dweight != NULL) FN(row_add_dy_xhat)(dweight, dy, x, r, mu, rs, D);
         return;
     }
@@ -188,26 +178,26 @@ CT_INLINE void FN(layernorm_backward_row)(real *restrict dx, real *restrict dwei
     FN(row_g_means)(dy, x, r, weight, mu, rs, D, &g_mean, &g_xhat_mean);
     if (weight != NULL && dweight != NULL && dbias != NULL) {
         /* nn.LayerNorm's usual case: dbias, dweight and dinp in one loop (the
-         * same terms as row_add, row_add_dy_xhat and the loop below) */
+         * same terms as VADD_INTO, row_add_dy_xhat and the loop below) */
         for (ct_int i = 0; i < D; i++) {
             acc_t hhat = (FN(row_at)(x, r, i) - mu) * rs;
             dbias[i] += dy[i];
             dweight[i] += (real)(dy[i] * hhat);
-            dx[i] += (real)(rs * ((acc_t)dy[i] * weight[i] - g_mean - hhat * g_xhat_mean));
+            dx[i] += FN(dx_term)(dy[i], weight[i], hhat, rs, g_mean, g_xhat_mean);
         }
         return;
     }
-    if (dbias != NULL) FN(row_add)(dbias, dy, D);
+    if (dbias != NULL) VADD_INTO(dbias, dy, D);
     if (dweight != NULL) FN(row_add_dy_xhat)(dweight, dy, x, r, mu, rs, D);
     if (weight != NULL)
         for (ct_int i = 0; i < D; i++) {
             acc_t hhat = (FN(row_at)(x, r, i) - mu) * rs;
-            dx[i] += (real)(rs * ((acc_t)dy[i] * weight[i] - g_mean - hhat * g_xhat_mean));
+            dx[i] += FN(dx_term)(dy[i], weight[i], hhat, rs, g_mean, g_xhat_mean);
         }
     else
         for (ct_int i = 0; i < D; i++) {
             acc_t hhat = (FN(row_at)(x, r, i) - mu) * rs;
-            dx[i] += (real)(rs * ((acc_t)dy[i] - g_mean - hhat * g_xhat_mean));
+            dx[i] += FN(dx_term)(dy[i], 1, hhat, rs, g_mean, g_xhat_mean);
         }
 }
 
@@ -227,7 +217,7 @@ static CT_VECTOR_CLONES void FN(layernorm_backward_rows)(void *ctx, ptrdiff_t n0
         real *dx = a->dinp ? a->dinp + n * D : NULL;
         const real *x = a->inp + n * D, *dy = a->dout + n * D;
         if (a->residual != NULL)
-            FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, FN(residual_row)(a->residual, n, D), a->weight,
+            FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, a->residual + n * D, a->weight,
                                        a->mean[n], a->rstd[n], D);
         else
             FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, NULL, a->weight, a->mean[n],
@@ -264,10 +254,10 @@ static CT_VECTOR_CLONES void FN(layernorm_backward_param_columns)(void *ctx, ptr
         if (a->dbias != NULL) memcpy(db, a->dbias + c0, (size_t)width * sizeof(real));
         for (ct_int n = 0; n < a->N; n++) {
             const real *dy = a->dout + n * D + c0, *x = a->inp + n * D + c0;
-            if (a->dbias != NULL) FN(row_add)(db, dy, width);
+            if (a->dbias != NULL) VADD_INTO(db, dy, width);
             if (a->dweight == NULL) continue;
             if (a->residual != NULL) /* inlined twice, as in the row sweep */
-                FN(row_add_dy_xhat)(dw, dy, x, FN(residual_row)(a->residual + c0, n, D), a->mean[n], a->rstd[n], width);
+                FN(row_add_dy_xhat)(dw, dy, x, a->residual + n * D + c0, a->mean[n], a->rstd[n], width);
             else
                 FN(row_add_dy_xhat)(dw, dy, x, NULL, a->mean[n], a->rstd[n], width);
         }
