@@ -100,7 +100,8 @@ typedef struct {
 
 /* head_probs: weights of slice (b, h) before dropout
  *   q (Tq, Dh), k (Tk, Dh) as in x -> P (Tq, Tk) = softmax(scale q k^T + mask)
- *   (softmax_rows of softmax.c, softmax_row's bits: a row with every key masked is all 0) */
+ *   (softmax_rows of softmax.c, softmax_row's bits except that weights below FLT_MIN are 0
+ *   (run_slices flushes subnormals); a row with every key masked is all 0) */
 static void FN(head_probs)(real *P, const FN(head_in) *x, const ct_attn_opts *o, ct_int b,
                            ct_int h, ct_int Tq, ct_int Tk, ct_int Dh)
 {
@@ -229,14 +230,19 @@ static void FN(slice_block)(void *arg, ptrdiff_t bh0, ptrdiff_t bh1)
         __atomic_store_n(&L->failed, 1, __ATOMIC_RELAXED);
         return;
     }
+    ct_fp_mode mode = ct_flush_subnormals_begin(); /* see ct.h: weights below FLT_MIN are 0 */
     for (ct_int bh = bh0; bh < bh1; bh++) L->fn(L->args, &s, bh / L->H, bh % L->H);
+    ct_flush_subnormals_end(mode);
     FN(scratch_free)(&s);
 }
 
 /* Runs fn on every (b, h) slice, on as many threads as the work is worth
  * (the slices' products and softmax); their GEMMs then run on their own
- * thread each (a pool job's ranks never start another).  Returns 0, or -1
- * when a scratch could not be allocated. */
+ * thread each (a pool job's ranks never start another).  The slices run
+ * with subnormals flushed to zero (ct.h: ct_flush_subnormals_begin), on
+ * every thread alike: a weight, score or gradient term below FLT_MIN
+ * (DBL_MIN) counts as 0, so softmax's subnormal weights come out 0.
+ * Returns 0, or -1 when a scratch could not be allocated. */
 static int FN(run_slices)(FN(slice_fn) fn, const void *args, const ct_attn_opts *o, int with_scratch,
                           ct_int B, ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
 {

@@ -49,6 +49,36 @@ typedef ptrdiff_t ct_int;
 #define CT_RANDOM_CLONES
 #endif
 
+/* ---- subnormals flushed to zero, in a bounded region -----------------------
+ * Between ct_flush_subnormals_begin() and ct_flush_subnormals_end(state) this
+ * thread's SSE arithmetic reads subnormal operands as 0 (DAZ) and writes 0
+ * for subnormal results (FTZ); _end restores the caller's mode, so nothing
+ * leaks into NumPy or the caller's own code.  Why: on x86 every subnormal
+ * operand or result of a multiply or an FMA costs a microcode assist of ~100+
+ * cycles.  A trained model's attention has weights below FLT_MIN (scores
+ * 87+ under the row's maximum): measured on the demo's Transformer after 400
+ * steps, one self-attention backward took 5.0 ms with them and 0.78 ms
+ * flushed.  The price is an absolute error below FLT_MIN (1.2e-38; DBL_MIN,
+ * 2.2e-308, in float64) per term, which no tolerance can see.  Only where
+ * measured: the attention slices (attention.c, run_slices).  Elsewhere
+ * (other CPUs, other compilers) both calls do nothing. */
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <xmmintrin.h>
+#define CT_MXCSR_FTZ_DAZ 0x8040u /* bit 15 flush-to-zero, bit 6 denormals-are-zero */
+typedef unsigned int ct_fp_mode;
+static inline ct_fp_mode ct_flush_subnormals_begin(void)
+{
+    ct_fp_mode saved = _mm_getcsr();
+    _mm_setcsr(saved | CT_MXCSR_FTZ_DAZ);
+    return saved;
+}
+static inline void ct_flush_subnormals_end(ct_fp_mode saved) { _mm_setcsr(saved); }
+#else
+typedef int ct_fp_mode;
+static inline ct_fp_mode ct_flush_subnormals_begin(void) { return 0; }
+static inline void ct_flush_subnormals_end(ct_fp_mode saved) { (void)saved; }
+#endif
+
 #define CT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define CT_MAX(a, b) ((a) > (b) ? (a) : (b))
 

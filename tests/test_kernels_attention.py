@@ -139,6 +139,49 @@ def test_sdpa_large_negative_additive_mask_matches_torch(rng, dtype, torch_ref):
         np.testing.assert_array_equal(probs[..., 1, :], 0.25)
 
 
+# ---- subnormal weights ----------------------------------------------------------
+
+def sdpa_reference_float64(q, k, v, mask, dout):
+    """out, probs, dq, dk, dv of softmax(q k^T / sqrt(Dh) + mask) v in float64."""
+    q, k, v, mask, dout = (np.asarray(a, np.float64) for a in (q, k, v, mask, dout))
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]) + mask
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = dout @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True)) / np.sqrt(q.shape[-1])
+    return p @ v, p, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ dout
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sdpa_subnormal_weights_are_zero_and_the_flush_stays_inside(rng, threads):
+    """The attention slices flush subnormals (csrc/ct.h): float32 weights
+    e^-88 .. e^-103, which round to subnormals, come out exactly 0; the other
+    results agree with a float64 reference; and the caller's thread still
+    makes subnormals afterwards (its floating-point mode is restored)."""
+    import ctransformer as ct
+    B, H, T, D = 8, 4, 16, 16   # big enough for the pool at 2 threads
+    q, k, v = qkv(rng, B=B, H=H, Tq=T, Tk=T, Dh=D, Dv=D, dtype=np.float32)
+    q *= 0.05
+    mask = np.zeros((T, T), np.float32)
+    mask[:, 1::2] = -np.linspace(88, 103, T // 2, dtype=np.float32)  # every other key nearly hidden
+    dout = rng.standard_normal((B, H, T, D)).astype(np.float32)
+    before = ct.get_num_threads()
+    ct.set_num_threads(threads)
+    try:
+        out, probs = K.sdpa_forward(q, k, v, mask=mask)
+        grads = K.sdpa_backward(dout, q, k, v, probs, mask=mask)
+    finally:
+        ct.set_num_threads(before)
+    ref = sdpa_reference_float64(q, k, v, mask, dout)
+    tiny = np.finfo(np.float32).tiny
+    assert (0 < ref[1][..., 1::2]).all() and (ref[1][..., 1::2] < tiny).all()  # they would be subnormal
+    assert (probs[..., 1::2] == 0).all()
+    for name, ours, theirs in zip(["out", "probs", "dq", "dk", "dv"], (out, probs) + grads, ref):
+        np.testing.assert_allclose(ours, theirs, **F32, err_msg=name)
+    assert np.float32(tiny) / np.float32(4) > 0          # the caller's mode: subnormals still made
+    assert K.softmax_forward(np.float32([0, -100]))[1] > 0  # and softmax on its own keeps them
+
+
 # ---- sdpa: dropout ------------------------------------------------------------
 
 def test_sdpa_dropout_deterministic_by_seed(rng):
