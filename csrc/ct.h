@@ -60,7 +60,8 @@ typedef ptrdiff_t ct_int;
  * steps, one self-attention backward took 5.0 ms with them and 0.78 ms
  * flushed.  The price is an absolute error below FLT_MIN (1.2e-38; DBL_MIN,
  * 2.2e-308, in float64) per term, which no tolerance can see.  Only where
- * measured: the attention slices (attention.c, run_slices).  Elsewhere
+ * measured: the attention slices (attention.c, run_slices) and, to give the
+ * same weights, cached decoding's attend_step (decode.c).  Elsewhere
  * (other CPUs, other compilers) both calls do nothing. */
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <xmmintrin.h>

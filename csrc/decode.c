@@ -104,6 +104,8 @@ static void FN(step_mix)(real *out, real *s, const real *v, const unsigned char 
  *   lengths (B): row b attends to slots 0 .. lengths[b]-1 (0 <= lengths[b] <= Tmax)
  *   key_padding (B, Tmax) uint8 or NULL: nonzero = slot hidden (torch's key_padding_mask)
  *   out (B, H, Dv)
+ *   Subnormals are flushed to zero, as in attention.c's slices (ct.h), so the
+ *   cached step gives the weights of the full forward.
  *   Returns 0, or -1 when the (Tmax) score scratch cannot be allocated. */
 int FN(attend_step)(real *out, const real *q_t, const real *cache_k, const real *cache_v,
                     const int64_t *lengths, const unsigned char *key_padding, double scale,
@@ -111,6 +113,7 @@ int FN(attend_step)(real *out, const real *q_t, const real *cache_k, const real 
 {
     real *s = malloc((size_t)CT_MAX(Tmax, 1) * sizeof(real));
     if (s == NULL) return -1;
+    ct_fp_mode mode = ct_flush_subnormals_begin(); /* as attention.c's slices: weights < FLT_MIN are 0 */
     for (ct_int b = 0; b < B; b++) {
         ct_int len = (ct_int)lengths[b];
         const unsigned char *pad = key_padding ? key_padding + b * Tmax : NULL;
@@ -120,6 +123,7 @@ int FN(attend_step)(real *out, const real *q_t, const real *cache_k, const real 
             FN(step_mix)(out + bh * Dv, s, cache_v + bh * Tmax * Dv, pad, len, Dv);
         }
     }
+    ct_flush_subnormals_end(mode);
     free(s);
     return 0;
 }

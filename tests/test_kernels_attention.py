@@ -182,6 +182,27 @@ def test_sdpa_subnormal_weights_are_zero_and_the_flush_stays_inside(rng, threads
     assert K.softmax_forward(np.float32([0, -100]))[1] > 0  # and softmax on its own keeps them
 
 
+def test_cached_decoding_flushes_the_same_weights_as_sdpa():
+    """attend_step (cached decoding) flushes subnormal weights as the training
+    path does: a weight e^-95 on a value of 1e30 would add 5.5e-12; both give
+    exactly 0, the full forward and the cached step alike."""
+    q = np.zeros((1, 1, 1, 4), np.float32)
+    k = np.zeros((1, 1, 2, 4), np.float32)
+    v = np.zeros((1, 1, 2, 4), np.float32)
+    v[..., 1, :] = 1e30
+    mask = np.float32([[0, -95]])
+    out, probs = K.sdpa_forward(q, k, v, mask=mask)
+    assert probs[0, 0, 0, 1] == 0 and (out == 0).all()
+    # the same scores through the cache: key 1 gets score -95 from q . k
+    q_t = np.zeros((1, 1, 4), np.float32)
+    q_t[..., 0] = 1
+    cache_k = np.zeros((1, 1, 2, 4), np.float32)
+    cache_k[..., 1, 0] = -95
+    step = K.attend_step(q_t, cache_k, v, 2, scale=1.0)
+    assert (step == 0).all()
+    assert np.float32(np.finfo(np.float32).tiny) / np.float32(4) > 0  # the caller's mode is restored
+
+
 # ---- sdpa: dropout ------------------------------------------------------------
 
 def test_sdpa_dropout_deterministic_by_seed(rng):
