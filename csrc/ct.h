@@ -44,9 +44,17 @@ typedef ptrdiff_t ct_int;
  * float products: that clone may fuse a * b + c into an FMA, which would
  * round differently from the other clones. */
 #define CT_RANDOM_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx512f", "avx2", "default")))
+/* The attention slices' score products (attention.c) add x86-64-v3 and v4
+ * clones with FMA contraction (the build's -std=c11 turns it off elsewhere):
+ * a product's sum then takes one instruction per term.  Their results
+ * differ from the baseline clone's in the last bits, as OpenBLAS's kernels
+ * differ between CPUs; on one machine they are the same on any thread count. */
+#define CT_FMA_CLONES \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
 #else
 #define CT_VECTOR_CLONES
 #define CT_RANDOM_CLONES
+#define CT_FMA_CLONES
 #endif
 
 /* ---- subnormals flushed to zero, in a bounded region -----------------------

@@ -182,6 +182,35 @@ def test_sdpa_subnormal_weights_are_zero_and_the_flush_stays_inside(rng, threads
     assert K.softmax_forward(np.float32([0, -100]))[1] > 0  # and softmax on its own keeps them
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("tq,tk,dh", [(11, 11, 16), (5, 19, 8), (13, 3, 16), (40, 40, 16), (7, 9, 1),
+                                      (64, 64, 16), (12, 12, 32)])
+def test_sdpa_score_products_against_float64(rng, dtype, tq, tk, dh):
+    """The score products (Q K^T, dO V^T) of heads up to 16 wide are direct
+    loops (csrc/attention.c, small_gemm_nt), wider or larger ones OpenBLAS:
+    shapes on both sides of each limit (whole and partial vector blocks of
+    keys, rows past the last block of 4) against a float64 reference, at 1
+    and 2 threads, with the same bits on both."""
+    import ctransformer as ct
+    q, k, v = qkv(rng, B=3, H=2, Tq=tq, Tk=tk, Dh=dh, Dv=5, dtype=dtype)
+    mask = make_mask("float", rng, (tq, tk), dtype)
+    dout = rng.standard_normal((3, 2, tq, 5)).astype(dtype)
+    ref = sdpa_reference_float64(q, k, v, mask, dout)
+    tol = F32 if dtype == np.float32 else F64_TIGHT
+    before, runs = ct.get_num_threads(), []
+    try:
+        for threads in (1, 2):
+            ct.set_num_threads(threads)
+            out, probs = K.sdpa_forward(q, k, v, mask=mask)
+            runs.append((out, probs) + K.sdpa_backward(dout, q, k, v, probs, mask=mask))
+    finally:
+        ct.set_num_threads(before)
+    for name, ours, theirs in zip(["out", "probs", "dq", "dk", "dv"], runs[0], ref):
+        np.testing.assert_allclose(ours, theirs, **tol, err_msg=name)
+    for one, two in zip(*runs):
+        np.testing.assert_array_equal(one, two)
+
+
 def test_cached_decoding_flushes_the_same_weights_as_sdpa():
     """attend_step (cached decoding) flushes subnormal weights as the training
     path does: a weight e^-95 on a value of 1e30 would add 5.5e-12; both give
