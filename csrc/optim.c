@@ -5,9 +5,8 @@
  * with every scalar rounded to the parameter dtype where torch rounds it,
  * so float64 results agree with torch to the last bits and float32 ones
  * to rounding.  Norms accumulate in double. */
-#include "optim.h"
-
 #ifndef CT_TEMPLATE_PASS
+#include "optim.h"
 #define CT_TEMPLATE_FILE "optim.c"
 #include "ct_template.h"
 #else
@@ -146,6 +145,54 @@ CT_INLINE void FN(rmsprop_loop)(real *restrict param, const real *restrict grad,
             param[i] = p + neg_lr * (g / avg);
         }
     }
+}
+
+/* adam_multi_step: adam_step on params[0 .. count - 1] (optim.h), in one
+ * pool job.  The elements of all the parameters are cut into pieces of at
+ * most CT_ADAM_PIECE, each one adam_step call on one thread: an element's
+ * update reads nothing else, so the bits are those of one adam_step per
+ * parameter on any thread count.  Returns 0, or -1 when the list of pieces
+ * cannot be allocated (nothing has moved then). */
+#define CT_ADAM_PIECE 8192
+
+typedef struct {
+    const FN(adam_param) *params;
+    const ct_int *piece_param, *piece_start;
+    acc_t lr, beta1, beta2, eps, weight_decay;
+    int decoupled_weight_decay, maximize;
+} FN(adam_job);
+
+static void FN(adam_pieces)(void *ctx, ptrdiff_t begin, ptrdiff_t end)
+{
+    const FN(adam_job) *j = ctx;
+    for (ptrdiff_t k = begin; k < end; k++) {
+        const FN(adam_param) *p = &j->params[j->piece_param[k]];
+        ct_int start = j->piece_start[k], len = CT_MIN((ct_int)CT_ADAM_PIECE, p->n - start);
+        FN(adam_step)(p->param + start, p->grad + start, p->exp_avg + start, p->exp_avg_sq + start,
+                      p->max_exp_avg_sq ? p->max_exp_avg_sq + start : NULL, len, p->step, j->lr, j->beta1,
+                      j->beta2, j->eps, j->weight_decay, j->decoupled_weight_decay, j->maximize);
+    }
+}
+
+int FN(adam_multi_step)(const FN(adam_param) *params, ct_int count, acc_t lr, acc_t beta1, acc_t beta2, acc_t eps,
+                        acc_t weight_decay, int decoupled_weight_decay, int maximize)
+{
+    ct_int pieces = 0, elements = 0;
+    for (ct_int i = 0; i < count; i++) {
+        pieces += (params[i].n + CT_ADAM_PIECE - 1) / CT_ADAM_PIECE;
+        elements += params[i].n;
+    }
+    ct_int *piece_param = malloc((size_t)CT_MAX(2 * pieces, 1) * sizeof(ct_int));
+    if (piece_param == NULL) return -1;
+    ct_int *piece_start = piece_param + pieces, k = 0;
+    for (ct_int i = 0; i < count; i++)
+        for (ct_int start = 0; start < params[i].n; start += CT_ADAM_PIECE, k++)
+            piece_param[k] = i, piece_start[k] = start;
+    FN(adam_job) job = {params, piece_param, piece_start, lr, beta1, beta2, eps, weight_decay,
+                        decoupled_weight_decay, maximize};
+    ct_parallel_rows(pieces, 16.0 * (double)elements, FN(adam_pieces), &job);
+    free(piece_param);
+    return 0;
 }
 
 /* rmsprop_step (in place)

@@ -32,6 +32,16 @@ void FN(adam_step)(real *param, const real *grad, real *exp_avg, real *exp_avg_s
                    real *max_exp_avg_sq, ct_int n, int64_t step, acc_t lr, acc_t beta1,
                    acc_t beta2, acc_t eps, acc_t weight_decay, int decoupled_weight_decay,
                    int maximize);
+/* One parameter of adam_multi_step: its arrays as adam_step takes them, n
+ * elements, its step number. */
+typedef struct {
+    real *param, *exp_avg, *exp_avg_sq, *max_exp_avg_sq;
+    const real *grad;
+    ct_int n;
+    int64_t step;
+} FN(adam_param);
+int FN(adam_multi_step)(const FN(adam_param) *params, ct_int count, acc_t lr, acc_t beta1, acc_t beta2, acc_t eps,
+                        acc_t weight_decay, int decoupled_weight_decay, int maximize);
 void FN(rmsprop_step)(real *param, const real *grad, real *square_avg, real *grad_avg, real *momentum_buffer,
                       ct_int n, acc_t lr, acc_t alpha, acc_t eps, acc_t weight_decay, acc_t momentum,
                       int centered, int maximize);

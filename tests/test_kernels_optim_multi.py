@@ -51,6 +51,36 @@ def test_same_bits_as_adam_step_per_parameter(rng, config, dtypes):
     assert not np.array_equal(fused[0][0], group[0][0])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pieces_over_the_pool_give_adam_steps_bits(rng, threads):
+    """adam_multi_step cuts all the elements into pieces of 8192 and runs them
+    on the pool: parameters across piece boundaries (and one of 0 elements),
+    both dtypes, at 1 and 2 threads, give adam_step's bits parameter by
+    parameter."""
+    import ctransformer as ct
+    shapes, dtypes = [(2 * 8192 + 5,), (3, 8193), (0,), (8192,), (1,)], [np.float32, np.float64]
+    group = []
+    for i, shape in enumerate(shapes):
+        dt = dtypes[i % 2]
+        p, g, m = (np.asarray(rng.standard_normal(shape), dt) for _ in range(3))
+        group.append((p, g, m, np.asarray(np.abs(rng.standard_normal(shape)), dt)))
+    steps = [3, 1, 2, 7, 1]
+    one_by_one = copy_group(group)
+    for (p, g, m, v), step in zip(one_by_one, steps):
+        K.adam_step(p, g, m, v, step, lr=0.01, weight_decay=0.1)
+    fused = copy_group(group)
+    before = ct.get_num_threads()
+    ct.set_num_threads(threads)
+    try:
+        K.adam_multi_step(*[[e[k] for e in fused] for k in range(4)], steps, lr=0.01, weight_decay=0.1)
+    finally:
+        ct.set_num_threads(before)
+    for a, b in zip(fused, one_by_one):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(fused[0][0], group[0][0])
+
+
 def test_empty_list_is_a_no_op():
     assert K.adam_multi_step([], [], [], [], []) is None
 

@@ -189,8 +189,43 @@ static int adam_entry_check(adam_entry *e, PyObject *const lists[6], Py_ssize_t 
     return 0;
 }
 
+/* The checked entries as adam_multi_step_f32 / _f64 take them (a list may
+ * mix the dtypes): one call per dtype, under one GIL release.  Returns 0, or
+ * -1 when out of memory (before any parameter moved, unless the list mixes
+ * dtypes and only the float64 call failed). */
+static int adam_run(const adam_entry *entries, Py_ssize_t count, const adam_multi_step_args *a)
+{
+    adam_param_f32 *p32 = PyMem_Calloc((size_t)(count > 0 ? count : 1), sizeof *p32);
+    adam_param_f64 *p64 = PyMem_Calloc((size_t)(count > 0 ? count : 1), sizeof *p64);
+    Py_ssize_t n32 = 0, n64 = 0;
+    int status = -1;
+    if (p32 == NULL || p64 == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const adam_entry *e = &entries[i];
+        void *vmax = e->max_exp_avg_sq ? PyArray_DATA(e->max_exp_avg_sq) : NULL;
+        if (PyArray_TYPE(e->param) == NPY_FLOAT32)
+            p32[n32++] = (adam_param_f32){PyArray_DATA(e->param), PyArray_DATA(e->exp_avg), PyArray_DATA(e->exp_avg_sq),
+                                          vmax, PyArray_DATA(e->grad), PyArray_SIZE(e->param), (int64_t)e->step};
+        else
+            p64[n64++] = (adam_param_f64){PyArray_DATA(e->param), PyArray_DATA(e->exp_avg), PyArray_DATA(e->exp_avg_sq),
+                                          vmax, PyArray_DATA(e->grad), PyArray_SIZE(e->param), (int64_t)e->step};
+    }
+    CT_BEGIN_KERNEL
+    status = adam_multi_step_f32(p32, n32, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
+                                 a->decoupled_weight_decay, a->maximize);
+    if (status == 0)
+        status = adam_multi_step_f64(p64, n64, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
+                                     a->decoupled_weight_decay, a->maximize);
+    CT_END_KERNEL
+done:
+    PyMem_Free(p32);
+    PyMem_Free(p64);
+    return status;
+}
+
 /* adam_multi_step: every list entry is checked before any parameter moves;
- * then one GIL release runs adam_step (optim.c) on each parameter in turn. */
+ * then one GIL release runs adam_multi_step (optim.c: all the parameters'
+ * elements in one pool job), once per dtype present. */
 static PyObject *adam_multi_step_impl(const adam_multi_step_args *a, const char *fn)
 {
     if (check_range(a->lr, fn, "lr", 0, 0, 0, 0) || check_range(a->beta1, fn, "beta1", 0, 0, 1, 1) ||
@@ -225,20 +260,10 @@ static PyObject *adam_multi_step_impl(const adam_multi_step_args *a, const char 
             checked++; /* release what this entry acquired too */
             goto done;
         }
-    CT_BEGIN_KERNEL
-    for (Py_ssize_t i = 0; i < count; i++) {
-        adam_entry *e = &entries[i];
-        void *vmax = e->max_exp_avg_sq ? PyArray_DATA(e->max_exp_avg_sq) : NULL;
-        if (PyArray_TYPE(e->param) == NPY_FLOAT32)
-            adam_step_f32(PyArray_DATA(e->param), PyArray_DATA(e->grad), PyArray_DATA(e->exp_avg),
-                          PyArray_DATA(e->exp_avg_sq), vmax, PyArray_SIZE(e->param), (int64_t)e->step, a->lr,
-                          a->beta1, a->beta2, a->eps, a->weight_decay, a->decoupled_weight_decay, a->maximize);
-        else
-            adam_step_f64(PyArray_DATA(e->param), PyArray_DATA(e->grad), PyArray_DATA(e->exp_avg),
-                          PyArray_DATA(e->exp_avg_sq), vmax, PyArray_SIZE(e->param), (int64_t)e->step, a->lr,
-                          a->beta1, a->beta2, a->eps, a->weight_decay, a->decoupled_weight_decay, a->maximize);
+    if (adam_run(entries, count, a)) {
+        PyErr_NoMemory();
+        goto done;
     }
-    CT_END_KERNEL
     result = ct_none();
 done:
     for (Py_ssize_t i = 0; i < checked; i++) ct_release(&entries[i].held);
