@@ -225,44 +225,32 @@ static CT_VECTOR_CLONES void FN(layernorm_backward_rows)(void *ctx, ptrdiff_t n0
     }
 }
 
-/* dinp of rows [n0, n1) only (a block of the pool's first job). */
-static CT_VECTOR_CLONES void FN(layernorm_backward_dx_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
-{
-    const FN(layernorm_backward_args) *a = ctx;
-    FN(layernorm_backward_args) dx_only = *a;
-    dx_only.dweight = dx_only.dbias = NULL;
-    FN(layernorm_backward_rows)(&dx_only, n0, n1);
-}
+/* dweight and dbias are summed in fixed blocks of CT_LN_ROW_BLOCK rows: each
+ * block's partial sums come from the one sweep that also makes its rows'
+ * dinp, and the partials are added to dweight / dbias in block order on the
+ * caller.  The blocks do not depend on the thread count, so neither do the
+ * bits, and the pool's threads share the whole backward (a second job over
+ * groups of columns re-read every row: at 2 threads the backward took 0.75
+ * of its 1-thread time, the forward 0.55). */
+#define CT_LN_ROW_BLOCK 64
 
-#define CT_LN_COLUMN_GROUP 16 /* columns per unit of the second job: one AVX-512 vector */
+typedef struct {
+    FN(layernorm_backward_args) a;
+    real *partial; /* (blocks, 2, D): the dweight then the dbias partial sums of each block */
+} FN(layernorm_backward_job);
 
-/* dweight and dbias of the column groups [g0, g1) (CT_LN_COLUMN_GROUP
- * columns each), each summed over every row in row order: the same additions
- * in the same order as the one-thread sweep, so the same bits.  The sums run
- * in a group's own accumulators on the stack, copied in and out once: two
- * threads adding into neighbouring columns of dweight row after row would
- * share a cache line (a NumPy array is not 64-byte aligned) and pass it back
- * and forth 2 N times. */
-static CT_VECTOR_CLONES void FN(layernorm_backward_param_columns)(void *ctx, ptrdiff_t g0, ptrdiff_t g1)
+/* Blocks [b0, b1) of rows: their dinp, and their partial dweight / dbias. */
+static void FN(layernorm_backward_blocks)(void *ctx, ptrdiff_t b0, ptrdiff_t b1)
 {
-    const FN(layernorm_backward_args) *a = ctx;
-    ct_int D = a->D;
-    real dw[CT_LN_COLUMN_GROUP], db[CT_LN_COLUMN_GROUP];
-    for (ptrdiff_t g = g0; g < g1; g++) {
-        ct_int c0 = g * CT_LN_COLUMN_GROUP, width = CT_MIN(D, c0 + CT_LN_COLUMN_GROUP) - c0;
-        if (a->dweight != NULL) memcpy(dw, a->dweight + c0, (size_t)width * sizeof(real));
-        if (a->dbias != NULL) memcpy(db, a->dbias + c0, (size_t)width * sizeof(real));
-        for (ct_int n = 0; n < a->N; n++) {
-            const real *dy = a->dout + n * D + c0, *x = a->inp + n * D + c0;
-            if (a->dbias != NULL) VADD_INTO(db, dy, width);
-            if (a->dweight == NULL) continue;
-            if (a->residual != NULL) /* inlined twice, as in the row sweep */
-                FN(row_add_dy_xhat)(dw, dy, x, a->residual + n * D + c0, a->mean[n], a->rstd[n], width);
-            else
-                FN(row_add_dy_xhat)(dw, dy, x, NULL, a->mean[n], a->rstd[n], width);
-        }
-        if (a->dweight != NULL) memcpy(a->dweight + c0, dw, (size_t)width * sizeof(real));
-        if (a->dbias != NULL) memcpy(a->dbias + c0, db, (size_t)width * sizeof(real));
+    const FN(layernorm_backward_job) *j = ctx;
+    ct_int D = j->a.D;
+    for (ptrdiff_t b = b0; b < b1; b++) {
+        FN(layernorm_backward_args) block = j->a;
+        real *pw = j->partial + b * 2 * D, *pb = pw + D;
+        memset(pw, 0, (size_t)(2 * D) * sizeof(real));
+        block.dweight = j->a.dweight ? pw : NULL;
+        block.dbias = j->a.dbias ? pb : NULL;
+        FN(layernorm_backward_rows)(&block, b * CT_LN_ROW_BLOCK, CT_MIN(j->a.N, (b + 1) * CT_LN_ROW_BLOCK));
     }
 }
 
@@ -275,37 +263,42 @@ static CT_VECTOR_CLONES void FN(layernorm_backward_param_columns)(void *ctx, ptr
  *                  it is also the gradient of the residual)
  * The dinp formula is the chain rule through hhat = (h - mean) * rstd, where
  * mean and rstd both depend on every h_i of the row.  As in the forward, the
- * row function is inlined once with a literal NULL residual.
- * On one thread, one sweep over the rows does all three.  On the pool, two
- * jobs: dinp by blocks of rows, then dweight and dbias by groups of columns,
- * each column summed over the rows in order, so the bits do not depend on
- * the thread count.
+ * row function is inlined once with a literal NULL residual.  One sweep over
+ * the rows does all three, in blocks of CT_LN_ROW_BLOCK rows on the pool
+ * (dweight / dbias: sum over the blocks, in order, of each block's sum over
+ * its rows, in order), so the bits do not depend on the thread count.
+ * Returns 0, or -1 when the (blocks, 2, D) partial sums cannot be allocated.
  */
-void FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
-                                const real *inp, const real *residual, const real *weight,
-                                const real *mean, const real *rstd, ct_int N, ct_int D)
+int FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
+                               const real *inp, const real *residual, const real *weight,
+                               const real *mean, const real *rstd, ct_int N, ct_int D)
 {
-    FN(layernorm_backward_args) a = {dinp, dweight, dbias, dout, inp, residual, weight, mean, rstd, N, D};
-    double flops = 16.0 * N * D;
-    if (N < 2 || ct_pool_threads_for(flops, ct_threads_ceiling_here()) <= 1) {
-        FN(layernorm_backward_rows)(&a, 0, N);
-        return;
+    FN(layernorm_backward_job) j = {{dinp, dweight, dbias, dout, inp, residual, weight, mean, rstd, N, D}, NULL};
+    if (dweight == NULL && dbias == NULL) { /* rows only: nothing to sum across them */
+        ct_parallel_rows(N, 10.0 * N * D, FN(layernorm_backward_rows), &j.a);
+        return 0;
     }
-    if (dinp != NULL) ct_parallel_rows(N, 10.0 * N * D, FN(layernorm_backward_dx_rows), &a);
-    if (dweight != NULL || dbias != NULL)
-        ct_parallel_rows((D + CT_LN_COLUMN_GROUP - 1) / CT_LN_COLUMN_GROUP, 6.0 * N * D,
-                         FN(layernorm_backward_param_columns), &a);
+    ct_int blocks = (N + CT_LN_ROW_BLOCK - 1) / CT_LN_ROW_BLOCK;
+    j.partial = malloc((size_t)CT_MAX(blocks * 2 * D, 1) * sizeof(real));
+    if (j.partial == NULL) return -1;
+    ct_parallel_rows(blocks, 16.0 * N * D, FN(layernorm_backward_blocks), &j);
+    for (ct_int b = 0; b < blocks; b++) {
+        if (dweight != NULL) VADD_INTO(dweight, j.partial + b * 2 * D, D);
+        if (dbias != NULL) VADD_INTO(dbias, j.partial + b * 2 * D + D, D);
+    }
+    free(j.partial);
+    return 0;
 }
 
 /* layernorm_backward (accumulates)
  *   dout (N, D), inp (N, D), weight (D) or NULL, mean (N), rstd (N) from forward
  *   dbias (D), dweight (D), dinp (N, D) += as add_layernorm_backward without a residual
  */
-void FN(layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
-                            const real *inp, const real *weight, const real *mean,
-                            const real *rstd, ct_int N, ct_int D)
+int FN(layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
+                           const real *inp, const real *weight, const real *mean,
+                           const real *rstd, ct_int N, ct_int D)
 {
-    FN(add_layernorm_backward)(dinp, dweight, dbias, dout, inp, NULL, weight, mean, rstd, N, D);
+    return FN(add_layernorm_backward)(dinp, dweight, dbias, dout, inp, NULL, weight, mean, rstd, N, D);
 }
 
 #endif

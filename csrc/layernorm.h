@@ -5,7 +5,7 @@
 #else
 void FN(layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, const real *weight,
                            const real *bias, ct_int N, ct_int D, double eps);
-void FN(layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
+int FN(layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
                             const real *inp, const real *weight, const real *mean,
                             const real *rstd, ct_int N, ct_int D);
 #endif

@@ -215,10 +215,11 @@ def test_split_gemv_of_decoding_matches_one_thread(load_blind):
 
 
 def _layernorm_backwards(rng, dtype):
-    """Layer-norm backward split over the pool (dinp by rows, dweight and
-    dbias by groups of 16 columns, the last one partial: D = 101), with and
-    without a residual and a weight, accumulating into given gradients."""
-    N, D = 3000, 101  # >= 1 MFLOP in each of the two jobs
+    """Layer-norm backward split over the pool (blocks of 64 rows, each with
+    its partial dweight and dbias, added in block order; the last block
+    partial: N = 3000), with and without a residual and a weight,
+    accumulating into given gradients."""
+    N, D = 3000, 101  # >= 1 MFLOP
     x, res, dout = (rng.standard_normal((N, D)).astype(dtype) for _ in range(3))
     w, b = rng.standard_normal(D).astype(dtype), rng.standard_normal(D).astype(dtype)
     _, mean, rstd = K.layernorm_forward(x, w, b)

@@ -297,7 +297,7 @@ into (``+=``) and returned.
     }'''),
     Grad("dweight", shape=("1", "dshape"), when="weight != NULL", arg="dweight"),
     Grad("dbias", shape=("1", "dshape"), when="with_bias", arg="dbias"),
-    Call("layernorm_backward", "dinp, dweight, dbias, dout, x, weight, mean, rstd, N, D"),
+    Call("layernorm_backward", "dinp, dweight, dbias, dout, x, weight, mean, rstd, N, D", alloc=True),
     ("dinp", "dweight", "dbias")])
 
 # ------------------------------------------------------------------ linear
@@ -431,7 +431,8 @@ kernel("add_layernorm_backward", "fused",
            Grad("dinp", like="inp", arg="dinp"),
            Grad("dweight", shape=("1", "nshape"), when="weight != NULL", arg="dweight"),
            Grad("dbias", shape=("1", "nshape"), when="with_bias", arg="dbias"),
-           Call("add_layernorm_backward", "dinp, dweight, dbias, dout, inp, residual, weight, mean, rstd, M, N"),
+           Call("add_layernorm_backward", "dinp, dweight, dbias, dout, inp, residual, weight, mean, rstd, M, N",
+                alloc=True),
            ("dinp", "dweight", "dbias")], python=False)
 
 kernel("ff_backward", "fused",
