@@ -19,7 +19,7 @@ def test_layernorm_backward_is_the_whole_definition_with_its_comment():
     text = kernels.source("layernorm_backward")
     assert isinstance(text, str) and isinstance(text, KernelSource)
     assert text.startswith("/* layernorm_backward")
-    assert "void FN(layernorm_backward)(real *dinp" in text
+    assert "int FN(layernorm_backward)(real *dinp" in text
     assert text.rstrip().endswith("}") and text.count("{") == text.count("}")
     file_text = (SRC_DIR / "layernorm.c").read_text(encoding="utf-8")
     assert text in file_text  # verbatim
@@ -27,7 +27,7 @@ def test_layernorm_backward_is_the_whole_definition_with_its_comment():
     assert lines[text.first_line - 1].startswith("/* layernorm_backward")
     assert lines[text.last_line - 1] == "}"
     assert text.path == "csrc/layernorm.c" and text.name == "layernorm_backward"
-    assert "layernorm_forward" not in text.split("void FN(layernorm_backward)")[1]  # stops at its own end
+    assert "layernorm_forward" not in text.split("int FN(layernorm_backward)")[1]  # stops at its own end
 
 
 def test_forward_kernels_and_helpers():
