@@ -31,11 +31,11 @@
  * direct loops: B^T is copied (zero-padded to whole vectors) into a stack
  * panel, then each block of CT_ROWS rows of C is a sum over k of rows of the
  * panel.  Measured in one process against OpenBLAS (sdpa forward + backward
- * per (b, h) slice, causal, float32, at 1 / 2 threads): T 11, Dh 16 0.79 /
- * 0.65 of its time; T 16, Dh 16 0.96 / 0.74; T 12, Dh 8 0.89 / 0.59; but
+ * per (b, h) slice, causal, float32, at 1 / 2 threads): T 11, Dh 16 0.80 /
+ * 0.52 of its time; T 16, Dh 16 1.04 / 0.63; T 12, Dh 8 0.90 / 0.49; but
  * Dh 32 1.1-1.3 and Dh 64 1.4-1.8, where the panel's copy costs as much as
  * the product: those stay with OpenBLAS, as do the slices' other products
- * (no faster as direct loops).  Each element of C is sum_k a_k b_k in the
+ * (no faster as direct loops: 0.96-1.21).  Each element of C is sum_k a_k b_k in the
  * order of k (FMA where the clone has it), times alpha. */
 #ifndef CT_SMALL_PRODUCT
 #define CT_SMALL_PRODUCT 32768
