@@ -37,6 +37,7 @@
 #define AXPY CT_BLAS(cblas_saxpy)
 #define DOT CT_BLAS(cblas_sdot)
 #define REAL_MAX 3.402823466e+38f
+#define REAL_MIN_NORMAL 1.17549435e-38f /* FLT_MIN */
 #include CT_TEMPLATE_FILE
 #include "ct_template_end.h"
 
@@ -53,6 +54,7 @@
 #define AXPY CT_BLAS(cblas_daxpy)
 #define DOT CT_BLAS(cblas_ddot)
 #define REAL_MAX 1.7976931348623157e+308
+#define REAL_MIN_NORMAL 2.2250738585072014e-308 /* DBL_MIN */
 #include CT_TEMPLATE_FILE
 #include "ct_template_end.h"
 #undef CT_TEMPLATE_PASS

@@ -13,3 +13,4 @@
 #undef AXPY
 #undef DOT
 #undef REAL_MAX
+#undef REAL_MIN_NORMAL

@@ -80,10 +80,11 @@ def get_num_threads() -> int:
 def set_flush_denormal(mode: bool) -> bool:
     """Not supported: ctransformer leaves the caller's floating-point
     environment alone (IEEE subnormals, like NumPy).  Returns False, as torch
-    does on CPUs without support.  (Inside the attention kernels, weights
-    below the smallest normal number are flushed to 0 regardless: on x86
-    each subnormal costs a microcode assist, and a trained model's attention
-    has many.  csrc/ct.h, ct_flush_subnormals_begin.)"""
+    does on CPUs without support.  (Softmax weights below the smallest
+    normal number are 0 regardless, and the attention kernels flush every
+    subnormal term: on x86 each subnormal costs a microcode assist, and a
+    trained model's attention has many.  csrc/softmax.c; csrc/ct.h,
+    ct_flush_subnormals_begin.)"""
     return False
 
 

@@ -157,7 +157,8 @@ def test_sdpa_subnormal_weights_are_zero_and_the_flush_stays_inside(rng, threads
     """The attention slices flush subnormals (csrc/ct.h): float32 weights
     e^-88 .. e^-103, which round to subnormals, come out exactly 0; the other
     results agree with a float64 reference; and the caller's thread still
-    makes subnormals afterwards (its floating-point mode is restored)."""
+    makes subnormals afterwards (its floating-point mode is restored: the
+    flush is MXCSR's, set and reset around the slices)."""
     import ctransformer as ct
     B, H, T, D = 8, 4, 16, 16   # big enough for the pool at 2 threads
     q, k, v = qkv(rng, B=B, H=H, Tq=T, Tk=T, Dh=D, Dv=D, dtype=np.float32)
@@ -178,8 +179,7 @@ def test_sdpa_subnormal_weights_are_zero_and_the_flush_stays_inside(rng, threads
     assert (probs[..., 1::2] == 0).all()
     for name, ours, theirs in zip(["out", "probs", "dq", "dk", "dv"], (out, probs) + grads, ref):
         np.testing.assert_allclose(ours, theirs, **F32, err_msg=name)
-    assert np.float32(tiny) / np.float32(4) > 0          # the caller's mode: subnormals still made
-    assert K.softmax_forward(np.float32([0, -100]))[1] > 0  # and softmax on its own keeps them
+    assert np.float32(tiny) / np.float32(4) > 0  # the caller's mode: subnormals still made
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -35,6 +35,36 @@ def test_stable_for_huge_inputs(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weights_and_gradient_terms_below_the_smallest_normal_are_zero(rng, dtype):
+    """softmax's contract (csrc/softmax.c): a weight below the smallest
+    normal number (FLT_MIN / DBL_MIN), which a later product would pay a
+    microcode assist for, is 0; the normal ones are the float64 reference's;
+    softmax_backward's terms below it are 0 too."""
+    tiny = np.finfo(dtype).tiny
+    gap = 95.0 if dtype == np.float32 else 720.0  # e^-gap is subnormal in the dtype
+    x = np.zeros((4, 6), dtype)
+    x[:, 1] = -gap
+    x[:, 2] = -gap + 2          # still subnormal
+    x[:, 3] = -85.0 if dtype == np.float32 else -700.0  # normal, just above the smallest
+    x[:, 4:] = -rng.random((4, 2))  # the maximum stays x_0 = 0
+    y = K.softmax_forward(x)
+    ref = reference(x, "softmax")
+    assert (ref[:, 1:3] > 0).all() and (ref[:, 1:3] < tiny).all()
+    assert (y[:, 1:3] == 0).all() and (y[:, 3] >= tiny).all()
+    np.testing.assert_allclose(y, ref, **(F32 if dtype == np.float32 else F64))
+    # backward: y_i (g_i - dot) for the normal-but-tiny weight of column 3 times a tiny g - dot
+    g = np.zeros((4, 6), dtype)
+    g[:, 3] = 1e-3 if dtype == np.float32 else 1e-10
+    dot = (g * y).sum(-1, keepdims=True)
+    terms = y * (g - dot)
+    dx = K.softmax_backward(g, y)
+    small = (terms != 0) & (np.abs(terms) < tiny)
+    assert small.any()                         # the case is exercised
+    assert (dx[small] == 0).all()
+    np.testing.assert_array_equal(dx[~small], terms[~small])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_all_neg_inf_row_gives_zeros_and_zero_gradient(rng, dtype):
     x = rng.standard_normal((3, 4)).astype(dtype)
     x[1] = NINF
