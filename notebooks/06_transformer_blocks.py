@@ -118,19 +118,22 @@ plt.show()
 
 # %% [markdown]
 # ### The C that ran
-# `nn.LayerNorm` is two C kernels; `kernels.source(name)` shows them exactly as compiled into
-# ctransformer (comment first; one template serves float32 and float64: `FN(name)` is `name_f32` /
-# `_f64`, `real` is `float` / `double`). The forward computes the biased variance, puts `eps` inside
-# the root (`1 / sqrt(var + eps)`) and keeps `mean` and `rstd` for the backward. The backward's comment
-# gives the whole derivation in one line: `dx = rstd · (g − mean(g) − x̂ · mean(g · x̂))` with
-# `g = dout · γ` — the two means are there because every `x_i` of the row moves `μ` and `σ`.
+# `nn.LayerNorm` is two C kernels, `layernorm_forward` and `layernorm_backward`. Each is the
+# Transformer's fused add + norm (`add_layernorm_forward` / `add_layernorm_backward`, which normalise
+# `h = x + residual`) called with no residual, so `h = x`: those two are shown. `kernels.source(name)`
+# shows them exactly as compiled into ctransformer (comment first; one template serves float32 and
+# float64: `FN(name)` is `name_f32` / `_f64`, `real` is `float` / `double`). The forward computes the
+# biased variance, puts `eps` inside the root (`1 / sqrt(var + eps)`) and keeps `mean` and `rstd` for
+# the backward. The backward's comment gives the whole derivation in one line:
+# `dx = rstd · (g − mean(g) − x̂ · mean(g · x̂))` with `g = dout · γ` (`hhat` there is `x̂`) — the two
+# means are there because every `x_i` of the row moves `μ` and `σ`.
 
 # %%
 from IPython.display import display
 
 from ctransformer import kernels
 
-display(kernels.source("layernorm_forward"), kernels.source("layernorm_backward"))
+display(kernels.source("add_layernorm_forward"), kernels.source("add_layernorm_backward"))
 
 # %% [markdown]
 # ## 2. Position-wise feed-forward network
