@@ -211,6 +211,36 @@ def test_sdpa_score_products_against_float64(rng, dtype, tq, tk, dh):
         np.testing.assert_array_equal(one, two)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("tq,tk,dh", [(32, 32, 32), (9, 13, 17), (24, 40, 33), (64, 64, 64), (65, 64, 64),
+                                      (8, 65, 64), (3, 7, 100)])
+def test_sdpa_transposed_score_products_against_float64(rng, dtype, tq, tk, dh):
+    """Score products of heads wider than 16 with Tk * Dh <= 4096 and at most
+    64^3 multiply-adds go to OpenBLAS as NN products of a transposed copy of
+    K (or V) (csrc/attention.c, gemm_nt_via_nn; whole 8 x 8 / 4 x 4 tiles by
+    shuffles, the edges one by one): shapes inside, on and past both limits,
+    keys and widths off the tile size, against a float64 reference, at 1 and
+    2 threads, with the same bits on both."""
+    import ctransformer as ct
+    q, k, v = qkv(rng, B=2, H=2, Tq=tq, Tk=tk, Dh=dh, Dv=dh, dtype=dtype)
+    mask = make_mask("float", rng, (tq, tk), dtype)
+    dout = rng.standard_normal((2, 2, tq, dh)).astype(dtype)
+    ref = sdpa_reference_float64(q, k, v, mask, dout)
+    tol = F32 if dtype == np.float32 else F64_TIGHT
+    before, runs = ct.get_num_threads(), []
+    try:
+        for threads in (1, 2):
+            ct.set_num_threads(threads)
+            out, probs = K.sdpa_forward(q, k, v, mask=mask)
+            runs.append((out, probs) + K.sdpa_backward(dout, q, k, v, probs, mask=mask))
+    finally:
+        ct.set_num_threads(before)
+    for name, ours, theirs in zip(["out", "probs", "dq", "dk", "dv"], runs[0], ref):
+        np.testing.assert_allclose(ours, theirs, **tol, err_msg=name)
+    for one, two in zip(*runs):
+        np.testing.assert_array_equal(one, two)
+
+
 def test_cached_decoding_flushes_the_same_weights_as_sdpa():
     """attend_step (cached decoding) flushes subnormal weights as the training
     path does: a weight e^-95 on a value of 1e30 would add 5.5e-12; both give
