@@ -83,13 +83,26 @@ static inline int ct_split_threads(int threads, int extent)
         real alpha, beta;                                                                              \
         const real *A, *B;                                                                             \
         real *C;                                                                                       \
+        const real *bias; /* NULL, or (N): C's block is set to it first (then beta is 1) */            \
     } name##_split;                                                                                    \
+    /* C[m, lo:hi] = bias[lo:hi] for rows m0 .. m1 - 1 */                                              \
+    static inline void name##_fill_bias(const name##_split *j, int m0, int m1, int lo, int hi)         \
+    {                                                                                                  \
+        for (int m = m0; m < m1; m++)                                                                  \
+            memcpy(j->C + (size_t)m * j->ldc + lo, j->bias + lo, (size_t)(hi - lo) * sizeof(real));    \
+    }                                                                                                  \
     static inline void name##_block(void *arg, int rank, int size)                                     \
     {                                                                                                  \
         const name##_split *j = arg;                                                                   \
         int lo = ct_split_edge(j->by_rows ? j->M : j->N, rank, size);                                  \
         int hi = ct_split_edge(j->by_rows ? j->M : j->N, rank + 1, size);                              \
         if (lo >= hi) return;                                                                          \
+        if (j->bias != NULL) {                                                                         \
+            if (j->by_rows)                                                                            \
+                name##_fill_bias(j, lo, hi, 0, j->N);                                                  \
+            else                                                                                       \
+                name##_fill_bias(j, 0, j->M, lo, hi);                                                  \
+        }                                                                                              \
         if (j->by_rows) {                                                                              \
             const real *A = j->ta == CblasNoTrans ? j->A + (size_t)lo * j->lda : j->A + lo;            \
             blas_gemm(CblasRowMajor, j->ta, j->tb, hi - lo, j->N, j->K, j->alpha, A, j->lda, j->B,     \
@@ -100,20 +113,35 @@ static inline int ct_split_threads(int threads, int extent)
                       j->ldb, j->beta, j->C + lo, j->ldc);                                             \
         }                                                                                              \
     }                                                                                                  \
+    /* C (M, N) = alpha op(A) op(B) + bias, row-major, bias (N) broadcast over the rows (NULL: +   \
+     * beta C): each block writes its part of C with the bias first, on its own thread (a serial   \
+     * fill of a large C cost the split product a pass over memory, and its page faults). */         \
+    static inline void name##_bias(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N,    \
+                                   int K, real alpha, const real *A, int lda, const real *B, int ldb, \
+                                   real beta, real *C, int ldc, const real *bias)                      \
+    {                                                                                                  \
+        int threads = ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here());                      \
+        int by_rows = M >= N;                                                                          \
+        if (bias != NULL) beta = 1;                                                                    \
+        name##_split job = {ta, tb, M, N, K, lda, ldb, ldc, by_rows, alpha, beta, A, B, C, bias};      \
+        threads = ct_split_threads(threads, by_rows ? M : N);                                          \
+        if (threads <= 1 || ct_blas_threads_set_by_user()) {                                           \
+            if (bias != NULL) name##_fill_bias(&job, 0, M, 0, N);                                      \
+            blas_gemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);            \
+            return;                                                                                    \
+        }                                                                                              \
+        int blocks = ct_split_threads(CT_SPLIT_BLOCKS * threads, by_rows ? M : N);                     \
+        ct_parallel_run(blocks, threads, name##_block, &job);                                          \
+    }                                                                                                  \
     static inline void name(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,  \
                             int M, int N, int K, real alpha, const real *A, int lda, const real *B,   \
                             int ldb, real beta, real *C, int ldc)                                      \
     {                                                                                                  \
-        int threads = ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here());                      \
-        int by_rows = M >= N;                                                                          \
-        threads = ct_split_threads(threads, by_rows ? M : N);                                          \
-        if (threads <= 1 || order != CblasRowMajor || ct_blas_threads_set_by_user()) {                 \
+        if (order != CblasRowMajor) {                                                                  \
             blas_gemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                    \
             return;                                                                                    \
         }                                                                                              \
-        name##_split job = {ta, tb, M, N, K, lda, ldb, ldc, by_rows, alpha, beta, A, B, C};            \
-        int blocks = ct_split_threads(CT_SPLIT_BLOCKS * threads, by_rows ? M : N);                     \
-        ct_parallel_run(blocks, threads, name##_block, &job);                                          \
+        name##_bias(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);                       \
     }
 CT_GEMM_WITH_POLICY(ct_sgemm, float, CT_BLAS(cblas_sgemm))
 CT_GEMM_WITH_POLICY(ct_dgemm, double, CT_BLAS(cblas_dgemm))

@@ -33,6 +33,7 @@
 #define FABS fabsf
 #define POW powf
 #define GEMM ct_sgemm /* cblas_sgemm + thread policy (ct_blas.h) */
+#define GEMM_BIAS ct_sgemm_bias /* the same, C = op(A) op(B) + bias rows */
 #define GEMM_BATCH_STRIDED CT_BLAS(cblas_sgemm_batch_strided)
 #define AXPY CT_BLAS(cblas_saxpy)
 #define DOT CT_BLAS(cblas_sdot)
@@ -50,6 +51,7 @@
 #define FABS fabs
 #define POW pow
 #define GEMM ct_dgemm
+#define GEMM_BIAS ct_dgemm_bias
 #define GEMM_BATCH_STRIDED CT_BLAS(cblas_dgemm_batch_strided)
 #define AXPY CT_BLAS(cblas_daxpy)
 #define DOT CT_BLAS(cblas_ddot)

@@ -9,6 +9,7 @@
 #undef FABS
 #undef POW
 #undef GEMM
+#undef GEMM_BIAS
 #undef GEMM_BATCH_STRIDED
 #undef AXPY
 #undef DOT

@@ -15,17 +15,13 @@ void FN(linear_forward)(real *out, const real *inp, const real *weight, const re
                         ct_int M, ct_int K, ct_int N)
 {
     if (M == 0 || N == 0) return;
-    real beta = 0;
-    if (bias != NULL) {
-        for (ct_int m = 0; m < M; m++) memcpy(out + m * N, bias, (size_t)N * sizeof(real));
-        beta = 1;
-    }
     if (K == 0) {
         if (bias == NULL) memset(out, 0, (size_t)(M * N) * sizeof(real));
+        for (ct_int m = 0; bias != NULL && m < M; m++) memcpy(out + m * N, bias, (size_t)N * sizeof(real));
         return;
     }
-    GEMM(CT_ROWMAJOR, CT_NOTRANS, CT_TRANS, (int)M, (int)N, (int)K, 1, inp, (int)K, weight,
-         (int)K, beta, out, (int)N);
+    /* out = bias rows, then += the product, block by block (GEMM_BIAS, ct_blas.h) */
+    GEMM_BIAS(CT_NOTRANS, CT_TRANS, (int)M, (int)N, (int)K, 1, inp, (int)K, weight, (int)K, 0, out, (int)N, bias);
 }
 
 /* Sum of the M rows of dout (M, N) into dbias (N): += when accumulate,

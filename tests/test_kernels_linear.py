@@ -7,6 +7,7 @@ import pytest
 
 import ctransformer.kernels as K
 from conftest import run_isolated
+from tolerances import F32
 
 
 def test_linear_empty_and_nan(rng):
@@ -45,3 +46,27 @@ def test_huge_dimension_mismatch_does_not_crash():
     """)
     assert r.returncode == 0, r.stderr
     assert "ok bmm_forward: batch sizes" in r.stdout
+
+
+@pytest.mark.parametrize("m,k,n", [(40, 200, 900), (900, 100, 40)])
+def test_linear_bias_is_filled_by_each_block_of_a_split_product(rng, m, k, n):
+    """linear_forward writes the bias rows inside each thread's block of a
+    split product (GEMM_BIAS, csrc/ct_blas.h): split by columns (n > m) and by
+    rows, at 2 threads in deterministic mode (split by size alone), the result
+    is x w^T + b as at 1 thread and as a float64 reference."""
+    import ctransformer as ct
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    before, runs = ct.get_num_threads(), []
+    ct.use_deterministic_algorithms(True)
+    try:
+        for threads in (1, 2):
+            ct.set_num_threads(threads)
+            runs.append(K.linear_forward(x, w, b))
+    finally:
+        ct.set_num_threads(before)
+        ct.use_deterministic_algorithms(False)
+    for got in runs:
+        np.testing.assert_allclose(got, want, **F32)

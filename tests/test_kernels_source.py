@@ -32,7 +32,7 @@ def test_layernorm_backward_is_the_whole_definition_with_its_comment():
 
 def test_forward_kernels_and_helpers():
     forward = kernels.source("linear_forward")
-    assert forward.startswith("/* linear_forward") and "GEMM(" in forward and forward.path == "csrc/linear.c"
+    assert forward.startswith("/* linear_forward") and "GEMM_BIAS(" in forward and forward.path == "csrc/linear.c"
     helper = kernels.source("row_moments")
     assert helper.startswith("/* Mean and biased variance") and "FN(row_moments)" in helper
     assert kernels.source("layernorm.c:row_moments") == helper
