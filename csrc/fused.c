@@ -252,31 +252,49 @@ static real FN(keep_scale)(double p)
     return p >= 1 ? (real)0 : (real)(1.0 / (1.0 - p));
 }
 
-/* ac (n, F) <- the input of linear2 on rows idx: act(h + b1) * keep / (1 - p)
- * (keep NULL: no dropout). */
-static void FN(ff_recompute_rows)(real *ac, const real *h, const real *b1, const uint8_t *keep,
-                                  real scale, int act, const ct_int *idx, ct_int n, ct_int F)
+/* What ff_backward's row loops read and write (rows r of the compacted
+ * block are rows idx[r] of h and keep). */
+typedef struct {
+    real *ac, *da;
+    const real *h, *b1;
+    const uint8_t *keep; /* NULL: no dropout */
+    real scale;
+    int act;
+    const ct_int *idx;
+    ct_int F;
+} FN(ff_rows_args);
+
+/* ac rows [r0, r1) (n, F) <- the input of linear2 on rows idx: act(h + b1) * keep / (1 - p)
+ * (keep NULL: no dropout).  A block of ct_parallel_rows. */
+static CT_VECTOR_CLONES void FN(ff_recompute_rows)(void *ctx, ptrdiff_t r0, ptrdiff_t r1)
 {
-    for (ct_int r = 0; r < n; r++) {
-        const real *hr = h + idx[r] * F;
-        real *a = ac + r * F;
-        FN(bias_act_forward)(a, hr, b1, act, 1, F);
+    const FN(ff_rows_args) *x = ctx;
+    const ct_int F = x->F, *idx = x->idx;
+    const uint8_t *keep = x->keep;
+    const real scale = x->scale;
+    for (ct_int r = r0; r < r1; r++) {
+        real *restrict a = x->ac + r * F;
+        FN(bias_act_row)(a, x->h + idx[r] * F, x->b1, x->act, F);
         if (keep != NULL) {
-            const uint8_t *k = keep + idx[r] * F;
+            const uint8_t *restrict k = keep + idx[r] * F;
             for (ct_int f = 0; f < F; f++) a[f] *= k[f] ? scale : (real)0;
         }
     }
 }
 
-/* da (n, F) <- dh: through the dropout (keep, scale) and the activation at h + b1 of rows
- * idx, in place; db1 (F) += column sums of dh (skipped when NULL).  One loop per case,
- * so that each vectorises. */
-static CT_VECTOR_CLONES void FN(ff_act_backward_rows)(real *da, real *db1, const real *h, const real *b1,
-                                                      const uint8_t *keep, real scale, int act,
-                                                      const ct_int *idx, ct_int n, ct_int F)
+/* da rows [r0, r1) <- dh: through the dropout (keep, scale) and the activation at h + b1 of
+ * rows idx, in place.  One loop per case, so that each vectorises.  A block of
+ * ct_parallel_rows: every row is one thread's. */
+static CT_VECTOR_CLONES void FN(ff_act_backward_rows)(void *ctx, ptrdiff_t r0, ptrdiff_t r1)
 {
-    for (ct_int r = 0; r < n; r++) {
-        real *restrict d = da + r * F;
+    const FN(ff_rows_args) *x = ctx;
+    const ct_int F = x->F, *idx = x->idx;
+    const real *restrict b1 = x->b1, *h = x->h;
+    const uint8_t *keep = x->keep;
+    const real scale = x->scale;
+    const int act = x->act;
+    for (ct_int r = r0; r < r1; r++) {
+        real *restrict d = x->da + r * F;
         const real *restrict hr = h + idx[r] * F;
         if (keep != NULL) {
             const uint8_t *restrict k = keep + idx[r] * F;
@@ -289,8 +307,13 @@ static CT_VECTOR_CLONES void FN(ff_act_backward_rows)(real *da, real *db1, const
             for (ct_int f = 0; f < F; f++) d[f] = hr[f] + b1[f] <= 0 ? (real)0 : d[f];
         else
             for (ct_int f = 0; f < F; f++) d[f] = hr[f] <= 0 ? (real)0 : d[f];
-        if (db1 != NULL) VADD_INTO(db1, d, F);
     }
+}
+
+/* Work of one of ff_backward's row loops over n rows of F (as bias_act_forward counts it). */
+static double FN(ff_rows_flops)(int act, ct_int n, ct_int F)
+{
+    return (act == CT_ACT_RELU ? 2.0 : 20.0) * (double)n * (double)F;
 }
 
 /* ff_backward (accumulates) - the feed-forward block y = drop(act(x w1^T + b1)) w2^T + b2
@@ -328,13 +351,15 @@ int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const 
         FN(gather_rows)(xc, x, idx, n, D);
     }
     const real *g = compact ? gc : dout, *xr = compact ? xc : x;
-    real scale = FN(keep_scale)(p);
+    FN(ff_rows_args) rows = {ac, da, h, b1, keep, FN(keep_scale)(p), act, idx, F};
     /* linear2: y = a w2^T + b2 */
-    FN(ff_recompute_rows)(ac, h, b1, keep, scale, act, idx, n, F);
+    ct_parallel_rows(n, FN(ff_rows_flops)(act, n, F), FN(ff_recompute_rows), &rows);
     FN(linear_backward)(NULL, dw2, db2, g, ac, w2, n, F, D, 1);
     FN(linear_backward)(da, NULL, NULL, g, ac, w2, n, F, D, 0);
-    /* dropout and activation, then linear1: h = x w1^T */
-    FN(ff_act_backward_rows)(da, db1, h, b1, keep, scale, act, idx, n, F);
+    /* dropout and activation (rows on the pool), db1 += the column sums of dh (rows in order,
+     * on this thread: the same bits on any thread count), then linear1: h = x w1^T */
+    ct_parallel_rows(n, FN(ff_rows_flops)(act, n, F), FN(ff_act_backward_rows), &rows);
+    for (ct_int r = 0; db1 != NULL && r < n; r++) VADD_INTO(db1, da + r * F, F);
     FN(linear_backward)(NULL, dw1, NULL, da, xr, w1, n, D, F, 1);
     if (dx != NULL) {
         if (compact) {

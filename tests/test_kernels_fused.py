@@ -132,6 +132,39 @@ def test_ff_backward_skips_zero_rows_exactly(rng, dtype):
     assert (got[0][0, 10:] == 0).all() and (got[0][1, 3] == 0).all()
 
 
+@pytest.mark.parametrize("act,approximate", [("relu", "none"), ("gelu", "none")])
+def test_ff_backward_rows_on_the_pool_match_the_dense_kernels(rng, act, approximate):
+    """Big enough for the pool (csrc/fused.c: the recompute and activation
+    rows split over the threads, db1 summed on the caller in row order): at
+    2 threads (deterministic mode, so the split is by size alone) the same
+    result as the separate kernels, with padding rows and dropout; db1 has
+    the same bits as at 1 thread."""
+    import ctransformer as ct
+    s = ff_setup(rng, M=1024, D=32, F=256, dtype=np.float32)
+    keep = rng.random((2, 512, 256)) >= 0.2
+    _, h = ff_forward(s["x"], s["w1"], s["b1"], s["w2"], s["b2"], keep, 0.2, act, approximate)
+    dout = rng.standard_normal((2, 512, 32)).astype(np.float32)
+    dout[1, 400:] = 0  # padding rows: the compacted path
+    before, runs = ct.get_num_threads(), []
+    ct.use_deterministic_algorithms(True)
+    try:
+        for threads in (1, 2):
+            ct.set_num_threads(threads)
+            runs.append(K.ff_backward(dout, s["x"], h, keep, 0.2, s["w1"], s["b1"], s["w2"], act=act,
+                                      approximate=approximate))
+    finally:
+        ct.set_num_threads(before)
+        ct.use_deterministic_algorithms(False)
+    a = K.bias_act_forward(h, s["b1"], act, approximate) * keep / 0.8
+    da, dw2, db2 = K.linear_backward(dout, a, s["w2"])
+    dh, db1 = K.bias_act_backward(da * keep / 0.8, h, s["b1"], act, approximate)
+    dx, dw1, _ = K.linear_backward(dh, s["x"], s["w1"], with_bias=False)
+    for got in runs:
+        for g, w, name in zip(got, (dx, dw1, db1, dw2, db2), ["dx", "dw1", "db1", "dw2", "db2"]):
+            np.testing.assert_allclose(g, w, **F32, err_msg=name)
+    np.testing.assert_array_equal(runs[0][4], runs[1][4])  # db2: a column sum, no GEMM
+
+
 def test_ff_backward_nan_in_a_zero_gradient_row_still_propagates(rng):
     """0 * NaN is NaN in the dense products: a dead row with a NaN input (or
     non-finite weights) is not skipped, the result is the dense one."""
