@@ -363,8 +363,10 @@ CT_DEFINE_GELU(double, f64)
  * i = 0 .. n-1 of term (an expression of the index i, converted to double),
  * added as CT_LANES partial sums (lane k takes i = k mod CT_LANES), the
  * lanes combined in order, then the tail (the last n mod CT_LANES terms) in
- * order.  The one lane-split sum of csrc/: VSUM, VDOT, VSUM_ABS and the
- * layer-norm moments and gradient sums are all written with it. */
+ * order.  The one lane-split sum of csrc/: VSUM, VDOT and VSUM_ABS are
+ * written with it; the layer-norm moments and gradient sums (layernorm.c)
+ * spell the same order out with explicit lane vectors, to sum two rows (or
+ * two sums of a row) in one loop, and give its bits. */
 #define CT_LANE_SUM(result, n, i, term)                                                     \
     do {                                                                                    \
         double lane_[CT_LANES] = {0}, sum_ = 0;                                             \
