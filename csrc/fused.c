@@ -261,7 +261,9 @@ typedef struct {
     real scale;
     int act;
     const ct_int *idx;
-    ct_int F;
+    ct_int F, n;
+    real *db1;     /* += the column sums of da, in row order (NULL: skipped) */
+    int db1_done;  /* set when one block had every row and summed db1 itself */
 } FN(ff_rows_args);
 
 /* ac rows [r0, r1) (n, F) <- the input of linear2 on rows idx: act(h + b1) * keep / (1 - p)
@@ -287,7 +289,9 @@ static CT_VECTOR_CLONES void FN(ff_recompute_rows)(void *ctx, ptrdiff_t r0, ptrd
  * ct_parallel_rows: every row is one thread's. */
 static CT_VECTOR_CLONES void FN(ff_act_backward_rows)(void *ctx, ptrdiff_t r0, ptrdiff_t r1)
 {
-    const FN(ff_rows_args) *x = ctx;
+    FN(ff_rows_args) *x = ctx;
+    /* one block with every row (one thread): db1 summed here, row by row, in the same order */
+    const int whole = x->db1 != NULL && r0 == 0 && r1 == x->n;
     const ct_int F = x->F, *idx = x->idx;
     const real *restrict b1 = x->b1, *h = x->h;
     const uint8_t *keep = x->keep;
@@ -307,7 +311,9 @@ static CT_VECTOR_CLONES void FN(ff_act_backward_rows)(void *ctx, ptrdiff_t r0, p
             for (ct_int f = 0; f < F; f++) d[f] = hr[f] + b1[f] <= 0 ? (real)0 : d[f];
         else
             for (ct_int f = 0; f < F; f++) d[f] = hr[f] <= 0 ? (real)0 : d[f];
+        if (whole) VADD_INTO(x->db1, d, F); /* while the row is in cache */
     }
+    if (whole) x->db1_done = 1;
 }
 
 /* Work of one of ff_backward's row loops over n rows of F (as bias_act_forward counts it). */
@@ -351,15 +357,16 @@ int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const 
         FN(gather_rows)(xc, x, idx, n, D);
     }
     const real *g = compact ? gc : dout, *xr = compact ? xc : x;
-    FN(ff_rows_args) rows = {ac, da, h, b1, keep, FN(keep_scale)(p), act, idx, F};
+    FN(ff_rows_args) rows = {ac, da, h, b1, keep, FN(keep_scale)(p), act, idx, F, n, db1, 0};
     /* linear2: y = a w2^T + b2 */
     ct_parallel_rows(n, FN(ff_rows_flops)(act, n, F), FN(ff_recompute_rows), &rows);
     FN(linear_backward)(NULL, dw2, db2, g, ac, w2, n, F, D, 1);
     FN(linear_backward)(da, NULL, NULL, g, ac, w2, n, F, D, 0);
     /* dropout and activation (rows on the pool), db1 += the column sums of dh (rows in order,
-     * on this thread: the same bits on any thread count), then linear1: h = x w1^T */
+     * by the block when it has every row, else on this thread afterwards: the same bits on any
+     * thread count), then linear1: h = x w1^T */
     ct_parallel_rows(n, FN(ff_rows_flops)(act, n, F), FN(ff_act_backward_rows), &rows);
-    for (ct_int r = 0; db1 != NULL && r < n; r++) VADD_INTO(db1, da + r * F, F);
+    for (ct_int r = 0; db1 != NULL && !rows.db1_done && r < n; r++) VADD_INTO(db1, da + r * F, F);
     FN(linear_backward)(NULL, dw1, NULL, da, xr, w1, n, D, F, 1);
     if (dx != NULL) {
         if (compact) {
