@@ -197,10 +197,13 @@ typedef struct {
     ct_int ldq, ldk, ldv;
 } FN(head_in);
 
-/* Gradient slices of one (b, h), laid out as FN(head_in); accumulated into. */
+/* Gradient slices of one (b, h), laid out as FN(head_in): accumulated into
+ * (beta 1), or written (beta 0: a fresh buffer whose every element some
+ * slice writes once, as mha_packed_backward's packed dq). */
 typedef struct {
     real *dq, *dk, *dv;
     ct_int ldq, ldk, ldv;
+    real beta;
 } FN(head_grad);
 
 /* head_probs: weights of slice (b, h) before dropout
@@ -287,7 +290,7 @@ static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int l
         Pd = s->P;
     }
     /* dV += Pd^T dO;  dPd = dO V^T */
-    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, 1, g->dv, g->ldv);
+    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
     FN(gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
     if (drop && !probs_raw) {
         /* The dropped weights are gone from probs: recompute P. */
@@ -298,8 +301,8 @@ static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int l
     if (drop) FN(dropout_slice)(s->dP, o, b * H + h, Tq, Tk);
     FN(softmax_backward_rows)(s->dP, P, Tq, Tk);
     /* dQ += scale dS K;  dK += scale dS^T Q */
-    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, 1, g->dq, g->ldq);
-    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dh, Tq, scale, s->dP, Tk, x->q, x->ldq, 1, g->dk, g->ldk);
+    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, g->beta, g->dq, g->ldq);
+    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dh, Tq, scale, s->dP, Tk, x->q, x->ldq, g->beta, g->dk, g->ldk);
 }
 
 /* The contiguous slices of (b, h) in (B, H, T, D) arrays. */
@@ -397,9 +400,9 @@ static void FN(contiguous_backward_slice)(const void *args, FN(head_scratch) *s,
     if (a->grad_merged) { /* mha: (B, T, E) rows, E = H * Dh */
         ct_int E = a->H * Dh;
         g = (FN(head_grad)){a->dq + b * Tq * E + h * Dh, a->dk + b * Tk * E + h * Dh,
-                            a->dv + b * Tk * E + h * Dh, E, E, E};
+                            a->dv + b * Tk * E + h * Dh, E, E, E, 1};
     } else {
-        g = (FN(head_grad)){a->dq + bh * Tq * Dh, a->dk + bh * Tk * Dh, a->dv + bh * Tk * Dv, Dh, Dh, Dv};
+        g = (FN(head_grad)){a->dq + bh * Tq * Dh, a->dk + bh * Tk * Dh, a->dv + bh * Tk * Dv, Dh, Dh, Dv, 1};
     }
     FN(head_backward)(&g, a->dout + FN(ctx_offset)(a, b, h), a->ld, &x, a->probs + bh * Tq * Tk, 0, s,
                       a->o, b, h, a->H, Tq, Tk, Dh, Dv);
@@ -609,7 +612,7 @@ static void FN(packed_backward_slice)(const void *args, FN(head_scratch) *s, ct_
     const ct_mha_shape *sh = a->shape;
     ct_int E = sh->E, H = sh->H, Dh = E / H, Tq = sh->Tq, Tk = sh->Tk;
     FN(head_in) x = FN(packed_in)(&a->p, sh, b, h), dx = FN(packed_in)(&a->dp, sh, b, h);
-    FN(head_grad) g = {(real *)dx.q, (real *)dx.k, (real *)dx.v, dx.ldq, dx.ldk, dx.ldv};
+    FN(head_grad) g = {(real *)dx.q, (real *)dx.k, (real *)dx.v, dx.ldq, dx.ldk, dx.ldv, 0};
     const real *dc = a->dctx + FN(row0)(sh, b, Tq) * E + h * Dh;
     FN(head_backward)(&g, dc, FN(row_step)(sh) * E, &x, a->probs + (b * H + h) * Tq * Tk, 1, s, a->o, b,
                       h, H, Tq, Tk, Dh, Dh);
@@ -658,9 +661,15 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
 {
     ct_int B = s->B, Tq = s->Tq, Tk = s->Tk, E = s->E, H = s->H, Dh = E / H;
     ct_int Nq = B * Tq, Nk = B * Tk, wq_cols = s->self_attn ? 3 * E : E;
+    /* dq and dkv: every element is written once by the slices (beta 0; calloc only when there
+     * are none), so a fresh buffer is not zeroed first (a serial memset over (B*T, 3E)) */
+    int no_slices = Tq * Tk == 0;
     real *dctx = calloc((size_t)CT_MAX(Nq * E, 1), sizeof(real));
-    real *dq = calloc((size_t)CT_MAX(Nq * wq_cols, 1), sizeof(real));
-    real *dkv = s->self_attn ? NULL : calloc((size_t)CT_MAX(Nk * 2 * E, 1), sizeof(real));
+    real *dq = no_slices ? calloc((size_t)CT_MAX(Nq * wq_cols, 1), sizeof(real))
+                         : malloc((size_t)CT_MAX(Nq * wq_cols, 1) * sizeof(real));
+    real *dkv = s->self_attn ? NULL
+                : no_slices ? calloc((size_t)CT_MAX(Nk * 2 * E, 1), sizeof(real))
+                            : malloc((size_t)CT_MAX(Nk * 2 * E, 1) * sizeof(real));
     int status = -1;
     if (!dctx || !dq || (!s->self_attn && !dkv)) goto done;
     /* out = ctx wo^T + bo:  dctx = dout wo, dwo += dout^T ctx, dbo += colsum(dout) */

@@ -164,19 +164,36 @@ static CT_VECTOR_CLONES int FN(row_is_finite)(const real *restrict row, ct_int N
     return !bad;
 }
 
+typedef struct {
+    ct_int *idx; /* idx[m] <- 1 when row m is live (then compacted in place) */
+    const real *dout, *a, *b;
+    ct_int N, Na, Nb;
+} FN(live_args);
+
+/* Rows [m0, m1): idx[m] = whether row m is live (a block of ct_parallel_rows). */
+static void FN(live_flags)(void *ctx, ptrdiff_t m0, ptrdiff_t m1)
+{
+    const FN(live_args) *x = ctx;
+    for (ct_int m = m0; m < m1; m++) {
+        int dead = FN(row_is_zero)(x->dout + m * x->N, x->N) &&
+                   (x->a == NULL || FN(row_is_finite)(x->a + m * x->Na, x->Na)) &&
+                   (x->b == NULL || FN(row_is_finite)(x->b + m * x->Nb, x->Nb));
+        x->idx[m] = !dead;
+    }
+}
+
 /* live_rows: idx <- the rows m of dout (M, N) to compute, in order; returns their count.
  * Row m is dead (skipped) when dout[m] is all zeros and the rows m of the saved
- * operands a (M, Na) and b (M, Nb) (either may be NULL) are finite. */
+ * operands a (M, Na) and b (M, Nb) (either may be NULL) are finite.  The rows are
+ * tested on the pool (a pass over dout that ran alone on the caller), then compacted. */
 static ct_int FN(live_rows)(ct_int *idx, const real *dout, ct_int M, ct_int N, const real *a,
                             ct_int Na, const real *b, ct_int Nb)
 {
+    FN(live_args) x = {idx, dout, a, b, N, Na, Nb};
+    ct_parallel_rows(M, 2.0 * (double)M * (double)N, FN(live_flags), &x);
     ct_int count = 0;
-    for (ct_int m = 0; m < M; m++) {
-        int dead = FN(row_is_zero)(dout + m * N, N) &&
-                   (a == NULL || FN(row_is_finite)(a + m * Na, Na)) &&
-                   (b == NULL || FN(row_is_finite)(b + m * Nb, Nb));
-        if (!dead) idx[count++] = m;
-    }
+    for (ct_int m = 0; m < M; m++)
+        if (idx[m]) idx[count++] = m; /* count <= m: overwrites only flags already read */
     return count;
 }
 

@@ -760,6 +760,50 @@ def test_mha_packed_padding_rows_skipped_exactly(rng):
         np.testing.assert_allclose(getattr(g, name), getattr(ref, name), **F32, err_msg=name)
 
 
+@pytest.mark.parametrize("self_attn", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_mha_packed_backward_writes_every_gradient_element(rng, self_attn, threads):
+    """mha_packed_backward's packed q / kv gradients are fresh buffers that the
+    slices write once each (beta 0, not zeroed first), and its padding rows are
+    found on the pool: with the heap full of NaN from freed arrays of the same
+    size, at 1 and 2 threads (deterministic mode: split by size alone), with
+    padded rows, every gradient equals mha_backward's (dense)."""
+    import ctransformer as ct
+    B, T, E = 16, 24, 64
+    xq, kv, w = packed_setup(rng, self_attn, B=B, Tq=T, Tk=T, E=E, dtype=np.float32)
+    lengths = rng.integers(3, T + 1, B)
+    pad = np.arange(T)[None, :] >= lengths[:, None]
+    mask = ~pad[:, None, None, :]
+    key = xq if self_attn else kv
+    args = (xq, kv, *w.values(), 4)
+    out, saved = K.mha_packed_forward(*args, mask=mask)
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    dout[pad] = 0
+    before = ct.get_num_threads()
+    ct.use_deterministic_algorithms(True)
+    try:
+        ct.set_num_threads(threads)
+        for cols in (3 * E, E, 2 * E):  # dirty the heap with NaN arrays of the gradients' sizes
+            junk = np.full((B * T, cols), np.nan, np.float32)
+            del junk
+        g = K.mha_packed_backward(dout, *args, saved, mask=mask)
+    finally:
+        ct.set_num_threads(before)
+        ct.use_deterministic_algorithms(False)
+    o, s = K.mha_forward(xq, key, key, None, None, None, None, None, None, w["out_weight"], w["out_bias"], 4,
+                         in_proj_weight=w["in_proj_weight"], in_proj_bias=w["in_proj_bias"], mask=mask)
+    ref = K.mha_backward(dout, xq, key, key, None, None, None, None, None, None, w["out_weight"], w["out_bias"], 4,
+                         s, in_proj_weight=w["in_proj_weight"], in_proj_bias=w["in_proj_bias"], mask=mask)
+    if self_attn:
+        np.testing.assert_allclose(g.query, ref.query + ref.key + ref.value, **F32)
+        assert (g.query[pad] == 0).all()
+    else:
+        np.testing.assert_allclose(g.query, ref.query, **F32)
+        np.testing.assert_allclose(g.kv, ref.key + ref.value, **F32)
+    for name in ("in_proj_weight", "in_proj_bias", "out_weight", "out_bias"):
+        np.testing.assert_allclose(getattr(g, name), getattr(ref, name), **F32, err_msg=name)
+
+
 def test_mha_packed_torch_parity_sequence_first(rng, torch_ref):
     x = rng.standard_normal((5, 3, 8)).astype(np.float32)  # (T, B, E)
     mem = rng.standard_normal((4, 3, 8)).astype(np.float32)
