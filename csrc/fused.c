@@ -190,7 +190,9 @@ static ct_int FN(live_rows)(ct_int *idx, const real *dout, ct_int M, ct_int N, c
                             ct_int Na, const real *b, ct_int Nb)
 {
     FN(live_args) x = {idx, dout, a, b, N, Na, Nb};
-    ct_parallel_rows(M, 2.0 * (double)M * (double)N, FN(live_flags), &x);
+    /* a row of dout is read whole; a and b only where it is zero (estimated as always) */
+    double reads = (double)N + (a != NULL ? (double)Na : 0) + (b != NULL ? (double)Nb : 0);
+    ct_parallel_rows(M, 2.0 * (double)M * reads, FN(live_flags), &x);
     ct_int count = 0;
     for (ct_int m = 0; m < M; m++)
         if (idx[m]) idx[count++] = m; /* count <= m: overwrites only flags already read */
