@@ -1,0 +1,126 @@
+"""Which of two builds trains the demo faster, when single runs cannot tell?
+
+    python bench/ab_step.py --other DIR                 # this checkout against the build in DIR
+    python bench/ab_step.py --other DIR --threads 1 --rounds 30
+
+On a shared or virtual machine one build's step time drifts by 10-30 % within
+minutes (seen here: the same demo in 51 s and in 67 s, ten minutes apart), so
+two separate runs cannot show a 5 % change.  This loads both builds' C
+extensions into ONE process and runs the demo's own training loop
+(``ctransformer demo``'s model, corpus, batches, loss, clipping and Adam, at
+its default size) in blocks of ``--steps`` steps, alternating the builds
+block by block (the ``_C`` of every ctransformer module swapped, the order
+flipped every round).  It prints each build's median ms per step and the
+median of the per-round ratios.
+
+DIR is another checkout with its extension built in place (``python setup.py
+build_ext --inplace``), e.g. a ``git worktree`` of the baseline commit.  The
+Python layer is this checkout's for both, so the two extensions must take the
+same arguments (true between commits that change only C bodies).  No torch
+needed.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_extension(lib_dir: str):
+    """The ``ctransformer._C`` built in lib_dir, as a separate module object."""
+    paths = glob.glob(os.path.join(lib_dir, "ctransformer", "_C*.so"))
+    if not paths:
+        sys.exit(f"ab_step: no built extension under {lib_dir}/ctransformer (build it in place first)")
+    spec = importlib.util.spec_from_file_location("ctransformer._C", paths[0])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def demo_trainer(ct):
+    """(step(batch_indices), batches): the demo's training step at its default settings."""
+    from ctransformer import nn, optim
+    from ctransformer.data import bucket_batches, make_translation_corpus, pad_batch
+    from ctransformer.demo import PAD, encode_pairs
+    from ctransformer.models import TranslationTransformer
+    from ctransformer.tokenizers import CharTokenizer, WordTokenizer
+    corpus = make_translation_corpus(n_train=24000, n_valid=200, n_test=500, seed=0)
+    src_tok, tgt_tok = CharTokenizer(), WordTokenizer()
+    src_tok.build_vocab(zh for zh, _ in corpus["train"])
+    tgt_tok.build_vocab(en for _, en in corpus["train"])
+    ct.manual_seed(0)
+    model = TranslationTransformer(len(src_tok), len(tgt_tok), d_model=64, nhead=4, num_encoder_layers=2,
+                                   num_decoder_layers=2, dim_feedforward=256, dropout=0.0, pad_id=PAD)
+    params = list(model.parameters())
+    opt = optim.Adam(params, lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
+    crit = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1)
+    src_ids, tgt_ids = encode_pairs(corpus["train"], src_tok, tgt_tok)
+    order = bucket_batches([len(s) for s in src_ids], 64, shuffle=True, seed=0)
+
+    def step(idx) -> None:
+        src = ct.from_numpy(pad_batch([src_ids[i] for i in idx], PAD))
+        tgt = pad_batch([tgt_ids[i] for i in idx], PAD)
+        tgt_in, tgt_out = ct.from_numpy(tgt[:, :-1].copy()), ct.from_numpy(tgt[:, 1:].copy())
+        logits = model(src, tgt_in)
+        loss = crit(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+
+    return step, order
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--other", required=True, help="checkout whose in-place build is compared with this one")
+    ap.add_argument("--threads", type=int, default=2, help="set_num_threads for both builds (default: 2)")
+    ap.add_argument("--rounds", type=int, default=20, help="rounds of one block per build (default: 20)")
+    ap.add_argument("--steps", type=int, default=40, help="steps per block (default: 40)")
+    args = ap.parse_args()
+    sys.path.insert(0, ROOT)
+    import ctransformer as ct
+    import ctransformer._C as this_ext
+    other_ext = load_extension(args.other)
+    holders = [m for name, m in list(sys.modules.items())
+               if name.startswith("ctransformer") and getattr(m, "_C", None) is this_ext]
+
+    def use(ext) -> None:
+        for m in holders:
+            m._C = ext
+        ext.set_num_threads(args.threads)
+
+    step, order = demo_trainer(ct)
+    batches = order * (1 + (2 * args.rounds + 2) * args.steps // len(order))
+    for ext, warm in ((this_ext, batches[:20]), (other_ext, batches[20:40])):
+        use(ext)
+        for idx in warm:
+            step(idx)
+    times = {"this": [], "other": []}
+    pos = 40
+    for r in range(args.rounds):
+        for name in (("this", "other") if r % 2 == 0 else ("other", "this")):
+            use(this_ext if name == "this" else other_ext)
+            t0 = time.perf_counter()
+            for idx in batches[pos:pos + args.steps]:
+                step(idx)
+            times[name].append((time.perf_counter() - t0) / args.steps)
+            pos += args.steps
+    use(this_ext)
+    ratios = [a / b for a, b in zip(times["this"], times["other"])]
+    print(f"ctransformer from {ROOT} (this) and {args.other} (other); {len(holders)} modules switched; "
+          f"{args.threads} thread(s), {args.rounds} rounds of {args.steps} steps each")
+    print(f"this  {statistics.median(times['this']) * 1e3:7.2f} ms per step (median of rounds)")
+    print(f"other {statistics.median(times['other']) * 1e3:7.2f} ms per step")
+    print(f"this / other: median of per-round ratios {statistics.median(ratios):.3f} "
+          f"(range {min(ratios):.2f}-{max(ratios):.2f})")
+
+
+if __name__ == "__main__":
+    main()
