@@ -44,10 +44,10 @@ def load_extension(lib_dir: str):
 
 
 def demo_trainer(ct):
-    """(step(batch_indices), batches): the demo's training step at its default settings."""
+    """(step(batch_indices), batches): the demo's training step (demo.train_step) at its default settings."""
     from ctransformer import nn, optim
-    from ctransformer.data import bucket_batches, make_translation_corpus, pad_batch
-    from ctransformer.demo import PAD, encode_pairs
+    from ctransformer.data import bucket_batches, make_translation_corpus
+    from ctransformer.demo import PAD, encode_pairs, train_step
     from ctransformer.models import TranslationTransformer
     from ctransformer.tokenizers import CharTokenizer, WordTokenizer
     corpus = make_translation_corpus(n_train=24000, n_valid=200, n_test=500, seed=0)
@@ -64,15 +64,7 @@ def demo_trainer(ct):
     order = bucket_batches([len(s) for s in src_ids], 64, shuffle=True, seed=0)
 
     def step(idx) -> None:
-        src = ct.from_numpy(pad_batch([src_ids[i] for i in idx], PAD))
-        tgt = pad_batch([tgt_ids[i] for i in idx], PAD)
-        tgt_in, tgt_out = ct.from_numpy(tgt[:, :-1].copy()), ct.from_numpy(tgt[:, 1:].copy())
-        logits = model(src, tgt_in)
-        loss = crit(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        train_step(model, crit, opt, params, src_ids, tgt_ids, idx)
 
     return step, order
 

@@ -43,10 +43,10 @@ CT_INLINE acc_t FN(row_at)(const real *restrict x, const real *restrict r, ct_in
 typedef acc_t FN(lanes) __attribute__((vector_size(CT_LANES * sizeof(acc_t))));
 typedef real FN(row_lanes) __attribute__((vector_size(CT_LANES * sizeof(real))));
 
-/* h[i .. i + CT_LANES) of h = x + r (r NULL: h = x) as acc_t lanes: row_at's
- * values.  (A macro: a function returning a 64-byte vector draws GCC's ABI
+/* Elements [i, i + CT_LANES) of x + r (r NULL: of x) as acc_t lanes: row_at's
+ * values (the rows h, and dy and weight in the backward).  (A macro: a function returning a 64-byte vector draws GCC's ABI
  * warning for the clones without AVX-512.) */
-#define CT_H_LANES(out, x, r, i)                                                                   \
+#define CT_LOAD_LANES(out, x, r, i)                                                                   \
     do {                                                                                       \
         FN(row_lanes) v_, w_;                                                                  \
         memcpy(&v_, (x) + (i), sizeof v_);                                                     \
@@ -85,7 +85,7 @@ CT_INLINE void FN(row_moments)(const real *restrict x, const real *restrict r, c
     }
     for (ct_int i = 0; i < full; i += CT_LANES)
         for (int k = 0; k < rows; k++) {
-            CT_H_LANES(h, x, r, k * D + i);
+            CT_LOAD_LANES(h, x, r, k * D + i);
             lane[k] += h - shift[k];
         }
     for (int k = 0; k < rows; k++) {
@@ -96,7 +96,7 @@ CT_INLINE void FN(row_moments)(const real *restrict x, const real *restrict r, c
     }
     for (ct_int i = 0; i < full; i += CT_LANES)
         for (int k = 0; k < rows; k++) {
-            CT_H_LANES(h, x, r, k * D + i);
+            CT_LOAD_LANES(h, x, r, k * D + i);
             h -= mean[k];
             lane[k] += h * h;
         }
@@ -126,29 +126,17 @@ CT_INLINE void FN(row_normalise)(real *restrict y, const real *restrict x, const
         for (ct_int i = 0; i < D; i++) y[i] = (real)((FN(row_at)(x, r, i) - mu) * rs);
 }
 
-/* One row of the forward: moments of h = x + r (r NULL: h = x), then
- * out (D) = (h - mean) * rstd * weight + bias; returns mean and rstd. */
-CT_INLINE void FN(layernorm_row)(real *restrict y, real *mean, real *rstd, const real *restrict x,
-                                 const real *restrict r, const real *restrict weight,
-                                 const real *restrict bias, double eps, ct_int D)
-{
-    acc_t mu, var;
-    FN(row_moments)(x, r, D, 1, &mu, &var);
-    acc_t rs = 1 / sqrt(var + eps);
-    FN(row_normalise)(y, x, r, weight, bias, mu, rs, D);
-    *mean = (real)mu;
-    *rstd = (real)rs;
-}
-
-/* Rows n and n + 1 of the forward, each with layernorm_row's bits: their
- * moments together (row_moments of two rows), then each row normalised. */
-CT_INLINE void FN(layernorm_row_pair)(real *restrict y, real *mean, real *rstd, const real *restrict x,
-                                      const real *restrict r, const real *restrict weight,
-                                      const real *restrict bias, double eps, ct_int D)
+/* `rows` (1 or 2: a constant at each call) consecutive rows of the forward:
+ * their moments together (row_moments), then for each row k, h = x + r
+ * (r NULL: h = x), out (D) = (h - mean) * rstd * weight + bias; mean[k] and
+ * rstd[k] returned.  A row's bits do not depend on `rows`. */
+CT_INLINE void FN(layernorm_rows)(real *restrict y, real *mean, real *rstd, const real *restrict x,
+                                  const real *restrict r, const real *restrict weight, const real *restrict bias,
+                                  double eps, ct_int D, const int rows)
 {
     acc_t mu[2], var[2];
-    FN(row_moments)(x, r, D, 2, mu, var);
-    for (int k = 0; k < 2; k++) {
+    FN(row_moments)(x, r, D, rows, mu, var);
+    for (int k = 0; k < rows; k++) {
         acc_t rs = 1 / sqrt(var[k] + eps);
         FN(row_normalise)(y + k * D, x + k * D, r != NULL ? r + k * D : NULL, weight, bias, mu[k], rs, D);
         mean[k] = (real)mu[k];
@@ -163,27 +151,28 @@ typedef struct {
     ct_int D;
 } FN(layernorm_rows_args);
 
-/* Rows [n0, n1) of add_layernorm_forward (a block of ct_parallel_rows). */
+/* `rows` rows of add_layernorm_forward from row n, layernorm_rows inlined
+ * once with a literal NULL residual (each copy's loops compiled without the
+ * test of r). */
+CT_INLINE void FN(forward_rows_at)(const FN(layernorm_rows_args) *a, ct_int n, const int rows)
+{
+    ct_int D = a->D;
+    if (a->residual != NULL)
+        FN(layernorm_rows)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, a->residual + n * D,
+                           a->weight, a->bias, a->eps, D, rows);
+    else
+        FN(layernorm_rows)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, NULL, a->weight, a->bias,
+                           a->eps, D, rows);
+}
+
+/* Rows [n0, n1) of add_layernorm_forward (a block of ct_parallel_rows): in
+ * pairs, then the odd one. */
 static CT_VECTOR_CLONES void FN(add_layernorm_forward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
 {
     const FN(layernorm_rows_args) *a = ctx;
-    ct_int D = a->D, n = n0;
-    for (; n + 1 < n1; n += 2) { /* rows in pairs (layernorm_row_pair), then the odd one */
-        if (a->residual != NULL)
-            FN(layernorm_row_pair)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, a->residual + n * D,
-                                   a->weight, a->bias, a->eps, D);
-        else
-            FN(layernorm_row_pair)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, NULL, a->weight,
-                                   a->bias, a->eps, D);
-    }
-    for (; n < n1; n++) {
-        if (a->residual != NULL)
-            FN(layernorm_row)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, a->residual + n * D,
-                              a->weight, a->bias, a->eps, D);
-        else
-            FN(layernorm_row)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, NULL, a->weight,
-                              a->bias, a->eps, D);
-    }
+    ct_int n = n0;
+    for (; n + 1 < n1; n += 2) FN(forward_rows_at)(a, n, 2);
+    if (n < n1) FN(forward_rows_at)(a, n, 1);
 }
 
 /* add_layernorm_forward (also layernorm_forward, with residual NULL)
@@ -191,8 +180,8 @@ static CT_VECTOR_CLONES void FN(add_layernorm_forward_rows)(void *ctx, ptrdiff_t
  *   weight (D) or NULL (scale 1), bias (D) or NULL (shift 0)
  *   h = inp + residual;  out (N, D) = (h - mean) * rstd * weight + bias
  *   mean (N), rstd (N) = 1 / sqrt(var + eps), kept for backward
- * layernorm_row is inlined twice, once with a literal NULL residual, so each
- * copy's loops are compiled (and vectorised) without the test of r.  Blocks
+ * layernorm_rows is inlined with and without a literal NULL residual
+ * (forward_rows_at), so each copy's loops are vectorised without the test of r.  Blocks
  * of rows may run on the pool's threads (ct_parallel_rows): every row is one
  * thread's, so the bits do not depend on the thread count.
  */
@@ -233,12 +222,12 @@ CT_INLINE void FN(row_g_means)(const real *restrict dy, const real *restrict x, 
     ct_int full = D / CT_LANES * CT_LANES;
     FN(lanes) lane_g = {0}, lane_gx = {0}, g, h, wl;
     for (ct_int i = 0; i < full; i += CT_LANES) {
-        CT_H_LANES(g, dy, (const real *)NULL, i);
+        CT_LOAD_LANES(g, dy, (const real *)NULL, i);
         if (weight != NULL) {
-            CT_H_LANES(wl, weight, (const real *)NULL, i);
+            CT_LOAD_LANES(wl, weight, (const real *)NULL, i);
             g = g * wl;
         }
-        CT_H_LANES(h, x, r, i);
+        CT_LOAD_LANES(h, x, r, i);
         lane_g += g;
         lane_gx += g * ((h - mu) * rs);
     }
@@ -397,6 +386,6 @@ int FN(layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *d
     return FN(add_layernorm_backward)(dinp, dweight, dbias, dout, inp, NULL, weight, mean, rstd, N, D);
 }
 
-#undef CT_H_LANES
+#undef CT_LOAD_LANES
 
 #endif

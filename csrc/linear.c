@@ -15,9 +15,11 @@ void FN(linear_forward)(real *out, const real *inp, const real *weight, const re
                         ct_int M, ct_int K, ct_int N)
 {
     if (M == 0 || N == 0) return;
-    if (K == 0) {
-        if (bias == NULL) memset(out, 0, (size_t)(M * N) * sizeof(real));
-        for (ct_int m = 0; bias != NULL && m < M; m++) memcpy(out + m * N, bias, (size_t)N * sizeof(real));
+    if (K == 0) { /* no product: out = the bias rows, or 0 */
+        if (bias == NULL)
+            memset(out, 0, (size_t)(M * N) * sizeof(real));
+        else
+            for (ct_int m = 0; m < M; m++) memcpy(out + m * N, bias, (size_t)N * sizeof(real));
         return;
     }
     /* out = bias rows, then += the product, block by block (GEMM_BIAS, ct_blas.h) */

@@ -240,6 +240,23 @@ def translate(model, src_tok, tgt_tok, sentences: Sequence[str], beam_size: int 
     return results
 
 
+def train_step(model, criterion, optimizer, params, src_ids: Sequence[List[int]], tgt_ids: Sequence[List[int]],
+               idx: Sequence[int]):
+    """One training step on the pairs ``idx``: pad the batch, teacher-forced
+    forward, loss, backward, gradient clipping to norm 1, optimizer step.
+    Returns the loss (a 0-d Tensor).  Also timed by bench/ab_step.py."""
+    src = ct.from_numpy(pad_batch([src_ids[i] for i in idx], PAD))
+    tgt = pad_batch([tgt_ids[i] for i in idx], PAD)
+    tgt_in, tgt_out = ct.from_numpy(tgt[:, :-1].copy()), ct.from_numpy(tgt[:, 1:].copy())
+    logits = model(src, tgt_in)
+    loss = criterion(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_norm_(params, 1.0)
+    optimizer.step()
+    return loss
+
+
 def evaluate(model, src_tok, tgt_tok, pairs, batch_size: int = 128) -> Dict[str, float]:
     model.eval()
     hyps: List[str] = []
@@ -410,15 +427,7 @@ def _run(args, parser, status: _Status) -> int:
         total, count = 0.0, 0
         try:
             for idx in (bar if bar is not None else order):
-                src = ct.from_numpy(pad_batch([src_ids[i] for i in idx], PAD))
-                tgt = pad_batch([tgt_ids[i] for i in idx], PAD)
-                tgt_in, tgt_out = ct.from_numpy(tgt[:, :-1].copy()), ct.from_numpy(tgt[:, 1:].copy())
-                logits = model(src, tgt_in)
-                loss = criterion(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(params, 1.0)
-                optimizer.step()
+                loss = train_step(model, criterion, optimizer, params, src_ids, tgt_ids, idx)
                 scheduler.step()
                 total += loss.item()
                 count += 1

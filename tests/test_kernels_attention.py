@@ -183,48 +183,26 @@ def test_sdpa_subnormal_weights_are_zero_and_the_flush_stays_inside(rng, threads
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("tq,tk,dh", [(11, 11, 16), (5, 19, 8), (13, 3, 16), (40, 40, 16), (7, 9, 1),
-                                      (64, 64, 16), (12, 12, 32)])
-def test_sdpa_score_products_against_float64(rng, dtype, tq, tk, dh):
-    """The score products (Q K^T, dO V^T) of heads up to 16 wide are direct
-    loops (csrc/attention.c, small_gemm_nt), wider or larger ones OpenBLAS:
-    shapes on both sides of each limit (whole and partial vector blocks of
-    keys, rows past the last block of 4) against a float64 reference, at 1
-    and 2 threads, with the same bits on both."""
+@pytest.mark.parametrize("tq,tk,dh,dv", [
+    # heads up to 16 wide: direct loops (small_gemm_nt)
+    (11, 11, 16, 5), (5, 19, 8, 5), (13, 3, 16, 5), (40, 40, 16, 5), (7, 9, 1, 5), (64, 64, 16, 5),
+    (12, 12, 32, 5),
+    # wider: OpenBLAS NN products of a transposed copy (gemm_nt_via_nn) up to Tk * Dh 4096 and 64^3
+    (32, 32, 32, 32), (9, 13, 17, 17), (24, 40, 33, 33), (64, 64, 64, 64), (65, 64, 64, 64), (8, 65, 64, 64),
+    (3, 7, 100, 100)])
+def test_sdpa_score_products_against_float64(rng, dtype, tq, tk, dh, dv):
+    """The score products (Q K^T, dO V^T) take three paths (csrc/attention.c):
+    heads up to 16 wide direct loops (small_gemm_nt); wider ones with K^T
+    (V^T) in a 4096-element panel and at most 64^3 multiply-adds OpenBLAS NN
+    products of a transposed copy (gemm_nt_via_nn: 8 x 8 / 4 x 4 tiles by
+    shuffles, the edges one by one); the rest OpenBLAS as is.  Shapes on both
+    sides of each limit (whole and partial vector blocks of keys, rows past
+    the last block of 4, widths off the tile size) against a float64
+    reference, at 1 and 2 threads, with the same bits on both."""
     import ctransformer as ct
-    q, k, v = qkv(rng, B=3, H=2, Tq=tq, Tk=tk, Dh=dh, Dv=5, dtype=dtype)
+    q, k, v = qkv(rng, B=3, H=2, Tq=tq, Tk=tk, Dh=dh, Dv=dv, dtype=dtype)
     mask = make_mask("float", rng, (tq, tk), dtype)
-    dout = rng.standard_normal((3, 2, tq, 5)).astype(dtype)
-    ref = sdpa_reference_float64(q, k, v, mask, dout)
-    tol = F32 if dtype == np.float32 else F64_TIGHT
-    before, runs = ct.get_num_threads(), []
-    try:
-        for threads in (1, 2):
-            ct.set_num_threads(threads)
-            out, probs = K.sdpa_forward(q, k, v, mask=mask)
-            runs.append((out, probs) + K.sdpa_backward(dout, q, k, v, probs, mask=mask))
-    finally:
-        ct.set_num_threads(before)
-    for name, ours, theirs in zip(["out", "probs", "dq", "dk", "dv"], runs[0], ref):
-        np.testing.assert_allclose(ours, theirs, **tol, err_msg=name)
-    for one, two in zip(*runs):
-        np.testing.assert_array_equal(one, two)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("tq,tk,dh", [(32, 32, 32), (9, 13, 17), (24, 40, 33), (64, 64, 64), (65, 64, 64),
-                                      (8, 65, 64), (3, 7, 100)])
-def test_sdpa_transposed_score_products_against_float64(rng, dtype, tq, tk, dh):
-    """Score products of heads wider than 16 with Tk * Dh <= 4096 and at most
-    64^3 multiply-adds go to OpenBLAS as NN products of a transposed copy of
-    K (or V) (csrc/attention.c, gemm_nt_via_nn; whole 8 x 8 / 4 x 4 tiles by
-    shuffles, the edges one by one): shapes inside, on and past both limits,
-    keys and widths off the tile size, against a float64 reference, at 1 and
-    2 threads, with the same bits on both."""
-    import ctransformer as ct
-    q, k, v = qkv(rng, B=2, H=2, Tq=tq, Tk=tk, Dh=dh, Dv=dh, dtype=dtype)
-    mask = make_mask("float", rng, (tq, tk), dtype)
-    dout = rng.standard_normal((2, 2, tq, dh)).astype(dtype)
+    dout = rng.standard_normal((3, 2, tq, dv)).astype(dtype)
     ref = sdpa_reference_float64(q, k, v, mask, dout)
     tol = F32 if dtype == np.float32 else F64_TIGHT
     before, runs = ct.get_num_threads(), []
