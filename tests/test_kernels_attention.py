@@ -82,6 +82,40 @@ def torch_sdpa_grads(torch_ref, q, k, v, dout, mask=None, is_causal=False):
     return res
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_wide_heads_gradients_float64(rng, causal):
+    """Heads 24 and 40 wide, keys 9 and 20: the score products go through
+    gemm_nt_via_nn (transposed copy, whole tiles and edges); central
+    differences in float64."""
+    for (tq, tk, dh) in ((5, 9, 24), (3, 20, 40)):
+        q, k, v = qkv(rng, B=1, H=2, Tq=tq, Tk=tk, Dh=dh, Dv=dh)
+        mask = make_mask("float", rng, (1, 2, tq, tk), np.float64)
+        opts = dict(mask=mask, is_causal=causal)
+
+        def forward(q, k, v):
+            return K.sdpa_forward(q, k, v, **opts)
+
+        def grads(dout, q, k, v):
+            _, probs = forward(q, k, v)
+            dq, dk, dv = K.sdpa_backward(dout, q, k, v, probs, **opts)
+            return dict(q=dq, k=dk, v=dv)
+
+        check_grads(forward, grads, dict(q=q, k=k, v=v), ["q", "k", "v"])
+
+
+def test_sdpa_wide_heads_torch_parity(rng, torch_ref):
+    """Heads 32 wide over 32 keys (the transposed-copy path): output and input
+    gradients against torch's scaled_dot_product_attention, float32."""
+    q, k, v = qkv(rng, B=2, H=4, Tq=32, Tk=32, Dh=32, Dv=32, dtype=np.float32)
+    mask = make_mask("bool", rng, (2, 1, 32, 32), np.float32)
+    dout = rng.standard_normal((2, 4, 32, 32)).astype(np.float32)
+    out, probs = K.sdpa_forward(q, k, v, mask=mask)
+    grads = K.sdpa_backward(dout, q, k, v, probs, mask=mask)
+    ref = torch_sdpa_grads(torch_ref, q, k, v, dout, mask=mask)
+    for name, ours, theirs in zip(["out", "dq", "dk", "dv"], (out,) + grads, ref):
+        np.testing.assert_allclose(ours, theirs, **F32, err_msg=name)
+
+
 @pytest.mark.parametrize("fill", ["bool", -np.inf])
 def test_sdpa_fully_masked_rows_are_zero_not_nan(rng, fill, torch_ref):
     q, k, v = qkv(rng, Tq=3, Tk=4, dtype=np.float32)
