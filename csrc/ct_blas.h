@@ -147,44 +147,4 @@ CT_GEMM_WITH_POLICY(ct_sgemm, float, CT_BLAS(cblas_sgemm))
 CT_GEMM_WITH_POLICY(ct_dgemm, double, CT_BLAS(cblas_dgemm))
 #undef CT_GEMM_WITH_POLICY
 
-/* The GEMV of decoding, y (M) = alpha A (M, N) x + beta y (row-major, no
- * transpose), split over the pool into blocks of rows of A.  A GEMV is
- * bound by reading A (2 flops per 4-byte weight), so its work counts 4x its
- * flops against the pool's threshold: a block of ~30 KB of weights is worth
- * a thread.  One block per thread (CT_SPLIT_BLOCKS), each a contiguous
- * stretch of A: a decoding step of the d512 model (19 GEMVs, 57.8 MiB) at 2
- * threads took 0.92x the time it took in 8 blocks per thread and 0.97x the
- * time in 2 (in one process, builds alternated, 12 rounds); each block
- * starts a new stream the prefetchers must pick up. */
-#define CT_GEMV_WITH_POLICY(name, real, blas_gemv)                                                    \
-    typedef struct {                                                                                   \
-        int M, N, lda;                                                                                 \
-        real alpha, beta;                                                                              \
-        const real *A, *x;                                                                             \
-        real *y;                                                                                       \
-    } name##_split;                                                                                    \
-    static inline void name##_block(void *arg, int rank, int size)                                     \
-    {                                                                                                  \
-        const name##_split *j = arg;                                                                   \
-        int lo = ct_split_edge(j->M, rank, size), hi = ct_split_edge(j->M, rank + 1, size);            \
-        if (lo < hi)                                                                                   \
-            blas_gemv(CblasRowMajor, CblasNoTrans, hi - lo, j->N, j->alpha, j->A + (size_t)lo * j->lda, \
-                      j->lda, j->x, 1, j->beta, j->y + lo, 1);                                         \
-    }                                                                                                  \
-    static inline void name(int M, int N, real alpha, const real *A, int lda, const real *x, real beta, \
-                            real *y)                                                                   \
-    {                                                                                                  \
-        int threads = ct_pool_threads_for(8.0 * M * N, ct_threads_ceiling_here());                     \
-        threads = ct_split_threads(threads, M);                                                        \
-        if (threads <= 1 || ct_blas_threads_set_by_user()) {                                           \
-            blas_gemv(CblasRowMajor, CblasNoTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);             \
-            return;                                                                                    \
-        }                                                                                              \
-        name##_split job = {M, N, lda, alpha, beta, A, x, y};                                          \
-        ct_parallel_run(ct_split_threads(CT_SPLIT_BLOCKS * threads, M), threads, name##_block, &job);  \
-    }
-CT_GEMV_WITH_POLICY(ct_sgemv, float, CT_BLAS(cblas_sgemv))
-CT_GEMV_WITH_POLICY(ct_dgemv, double, CT_BLAS(cblas_dgemv))
-#undef CT_GEMV_WITH_POLICY
-
 #endif /* CT_BLAS_H */

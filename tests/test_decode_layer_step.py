@@ -287,3 +287,20 @@ def test_beam_top_k_is_the_stable_argsort(rng):
     cand[4] = 0.0
     for k in (1, 3, 4, 15):
         np.testing.assert_array_equal(decoding._top_k(cand, k), np.argsort(-cand, axis=1, kind="stable")[:, :k])
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_a_beam_steps_to_the_bits_it_has_alone(double):
+    """decode_linear computes each row alone (every projection of a step is
+    one), so a row of a step over several beams is bitwise the step of that
+    row by itself: beam search scores a hypothesis as greedy decoding would."""
+    m = translation(False, "relu", double)
+    memory, pad = m.encode(ct.tensor(SRC[:1]))
+    tokens = np.array([[1, 3, 4], [1, 6, 7], [1, 2, 9], [1, 8, 8]])  # four beams of one source
+    beams = m.init_cache(memory, pad, 3)
+    beams.expand(np.zeros(len(tokens), dtype=np.int64))
+    together = np.stack([m.decode_step(ct.tensor(tokens[:, t]), beams)._data for t in range(3)], 1)
+    for row, toks in enumerate(tokens):
+        alone = m.init_cache(memory, pad, 3)
+        one = np.stack([m.decode_step(ct.tensor(toks[t:t + 1]), alone)._data for t in range(3)], 1)
+        np.testing.assert_array_equal(together[row:row + 1], one)

@@ -103,9 +103,10 @@ differ from B_in (e.g. expanding a batch to batch x beams).
 
 kernel("decode_linear", "decode", "x, w, bias: array? = None", '''
 ``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
-w (N, K), bias (N) or None -> (..., N).  One row goes through GEMV
-(streaming the weights at about twice the bandwidth of a one-row GEMM);
-more rows through the GEMM, exactly as :func:`linear_forward`.
+w (N, K), bias (N) or None -> (..., N).  Up to 8 rows (a sentence, or its
+beams) read the weights once, as dot products that give each row the same
+bits whatever the rows beside it; more rows go through the GEMM, exactly
+as :func:`linear_forward`.
 ''', ARRAY, [
     In("x", "float", (1, -1)),
     C("npy_intp K = PyArray_DIM(x, nd - 1), M = ct_prod(x, 0, nd - 1);"),

@@ -263,9 +263,10 @@ def cache_reorder(cache: np.ndarray, rows: np.ndarray, length: Optional[int] = N
 
 def decode_linear(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray] = None) -> np.ndarray:
     """``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
-    w (N, K), bias (N) or None -> (..., N).  One row goes through GEMV
-    (streaming the weights at about twice the bandwidth of a one-row GEMM);
-    more rows through the GEMM, exactly as :func:`linear_forward`.
+    w (N, K), bias (N) or None -> (..., N).  Up to 8 rows (a sentence, or its
+    beams) read the weights once, as dot products that give each row the same
+    bits whatever the rows beside it; more rows go through the GEMM, exactly
+    as :func:`linear_forward`.
     """
     return _C.decode_linear(x, w, bias)
 
