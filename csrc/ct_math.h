@@ -32,6 +32,9 @@
  * branch, see ct_select_f32).  Check with `gcc -O3 -fopt-info-vec-optimized`
  * that the loop says "loop vectorized" (32-byte vectors in the AVX2 clone).
  *
+ * VROW_DOTS(out, ldo, x, w, bias, K, R) gives R dot products against one
+ * shared row w in the element type (decoding's few-row Linear).
+ *
  * This header is the one home of these functions in csrc/: no kernel file
  * defines its own exp, tanh, sigmoid, erf, GELU or lane-split sum.
  *
@@ -461,11 +464,80 @@ CT_DEFINE_REDUCTIONS(double, int64_t, f64)
 #undef int64_t_MIN_KEY
 #undef int64_t_MAX_KEY
 
+/* ======================= dot products against one shared row =========== *
+ * ct_row_dots_<sfx>(out, ldo, x, w, bias, K, R): for the R rows of x (row i
+ * at x + i K; R <= CT_ROW_DOTS_MAX, a constant where it is inlined)
+ *     out[i * ldo] = x_i . w + bias        (bias: NULL or one number)
+ * reading w once for all R rows: decoding's few-row Linear (decode.c), where
+ * the time is that read.  The sibling of CT_LANE_SUM for products: its sums
+ * stay in the element type, in the L lanes of a 64-byte vector (L = 16
+ * floats, 8 doubles), where VDOT's double lanes took 1.6-6x the time on
+ * 2048 x 512 .. 8000 x 512 (2-core Xeon, 1 thread).
+ * Order: lane l takes k = l mod L over the whole vectors (FMA where the
+ * calling clone has it, CT_FMA_CLONES), the lanes are added as a tree (lane
+ * l + width onto lane l, width = L / 2, ..., 1), then the last K mod L
+ * terms in order, then the bias.  So an output
+ * has the same bits whatever R or the rows beside it.
+ * w is prefetched CT_ROW_DOTS_PREFETCH elements (2 KB of floats) ahead, past
+ * its end into the next row of a weight matrix: without it the loads of w
+ * stalled the FMAs (perf) and 2-8 rows took 1.6-2x the time.
+ * Accuracy: |error| <= (K / L + log2 L + K mod L + 1) eps (sum_k |x_k w_k|
+ * + |bias|), eps of the dtype; tests/test_transformer_kv_cache.py checks
+ * (K + 2) eps. */
+#define CT_ROW_DOTS_MAX 8
+#define CT_ROW_DOTS_PREFETCH 512
+#define CT_DEFINE_ROW_DOTS(type, sfx)                                                          \
+    typedef type ct_row_vec_##sfx __attribute__((vector_size(64)));                           \
+    typedef type ct_row_half_##sfx __attribute__((vector_size(32)));                          \
+    typedef type ct_row_quarter_##sfx __attribute__((vector_size(16)));                       \
+    /* the lanes of v added as the tree above (as halves while they are vectors) */            \
+    CT_INLINE type ct_lane_tree_##sfx(ct_row_vec_##sfx v)                                     \
+    {                                                                                          \
+        ct_row_half_##sfx lo, hi;                                                              \
+        memcpy(&lo, &v, sizeof lo);                                                            \
+        memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);                                 \
+        lo += hi;                                                                              \
+        ct_row_quarter_##sfx lo2, hi2;                                                         \
+        memcpy(&lo2, &lo, sizeof lo2);                                                         \
+        memcpy(&hi2, (const char *)&lo + sizeof lo2, sizeof hi2);                             \
+        lo2 += hi2;                                                                            \
+        type lanes[sizeof lo2 / sizeof(type)]; /* 4 floats or 2 doubles */                     \
+        memcpy(lanes, &lo2, sizeof lanes);                                                     \
+        for (int width = (int)(sizeof lanes / sizeof(type)) / 2; width >= 1; width /= 2)      \
+            for (int l = 0; l < width; l++) lanes[l] += lanes[l + width];                      \
+        return lanes[0];                                                                       \
+    }                                                                                          \
+    CT_INLINE void ct_row_dots_##sfx(type *out, ptrdiff_t ldo, const type *x, const type *w,   \
+                                     const type *bias, ptrdiff_t K, const int R)               \
+    {                                                                                          \
+        enum { LANES = 64 / sizeof(type) };                                                    \
+        ct_row_vec_##sfx sums[CT_ROW_DOTS_MAX], wk, xk;                                        \
+        ptrdiff_t whole = K / LANES * LANES;                                                   \
+        for (int i = 0; i < R; i++) sums[i] = (ct_row_vec_##sfx){0};                           \
+        for (ptrdiff_t k = 0; k < whole; k += LANES) {                                         \
+            __builtin_prefetch(w + k + CT_ROW_DOTS_PREFETCH, 0, 3);                            \
+            memcpy(&wk, w + k, sizeof wk);                                                     \
+            for (int i = 0; i < R; i++) {                                                      \
+                memcpy(&xk, x + i * K + k, sizeof xk);                                         \
+                sums[i] += xk * wk;                                                            \
+            }                                                                                  \
+        }                                                                                      \
+        for (int i = 0; i < R; i++) {                                                          \
+            type dot = ct_lane_tree_##sfx(sums[i]);                                            \
+            for (ptrdiff_t k = whole; k < K; k++) dot += x[i * K + k] * w[k];                  \
+            out[i * ldo] = bias != NULL ? dot + *bias : dot;                                   \
+        }                                                                                      \
+    }
+CT_DEFINE_ROW_DOTS(float, f32)
+CT_DEFINE_ROW_DOTS(double, f64)
+#undef CT_DEFINE_ROW_DOTS
 #define VSUM(x, n) _Generic((x)[0], float: ct_sum_f32, double: ct_sum_f64)((x), (n))
 #define VDOT(x, y, n) _Generic((x)[0], float: ct_dot_f32, double: ct_dot_f64)((x), (y), (n))
 #define VMAX(x, n) _Generic((x)[0], float: ct_max_f32, double: ct_max_f64)((x), (n))
 #define VMIN(x, n) _Generic((x)[0], float: ct_min_f32, double: ct_min_f64)((x), (n))
 #define VSUM_ABS(x, n) _Generic((x)[0], float: ct_sum_abs_f32, double: ct_sum_abs_f64)((x), (n))
+#define VROW_DOTS(out, ldo, x, w, bias, K, R) \
+    _Generic((x)[0], float: ct_row_dots_f32, double: ct_row_dots_f64)((out), (ldo), (x), (w), (bias), (K), (R))
 #define VADD_INTO(acc, x, n) _Generic((acc)[0], float: ct_add_into_f32, double: ct_add_into_f64)((acc), (x), (n))
 
 #endif /* CT_MATH_H */

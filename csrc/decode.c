@@ -33,99 +33,32 @@
 #else
 
 /* ---- the Linear layers of a decoding step: a few rows ----------------------
- * out (M, N) = x (M, K) w^T + bias for M <= CT_DECODE_ROWS rows (one token
- * per sentence or per beam): every weight is read once for all the rows,
- * so a step's time is that read.  OpenBLAS's GEMM packs (copies) the whole
- * of w for so few rows: on a 2-core Xeon, 1 thread, 2048 x 512, 2-8 rows
- * took 3.1-3.5x the time of one row's GEMV; these loops take 1.1-2x.
- *
- * Each output is a dot product x[m] . w[n]: CT_ROW_LEN lane sums (lane l
- * takes k = l mod CT_ROW_LEN of the whole vectors; FMA where the clone has
- * it, CT_FMA_CLONES), the lanes added as a tree (lane l + width onto lane l,
- * width = CT_ROW_LEN / 2, ..., 1), then the last K mod CT_ROW_LEN terms in
- * order, then the bias.  The same for every row whatever M or the thread
- * count: a sentence decodes to the same bits alone or in a batch, greedily
- * or as one of several beams. */
-#ifndef CT_DECODE_ROWS
-#define CT_DECODE_ROWS 8
-#endif
-#define CT_PASS_ROWS 8 /* rows of x per pass over a row of w: 8 independent sums */
-/* Prefetch distance in w (elements): 2 KB ahead of the loads, past a row's
- * end into the next row's start (w's rows are contiguous).  Without it the
- * loads of w stalled (perf: the samples sat on the FMAs waiting for them)
- * and 2-8 rows took 1.6-2x the time they take with it. */
-#ifndef CT_PREFETCH
-#define CT_PREFETCH 512
-#endif
-typedef real FN(row_vec) __attribute__((vector_size(64))); /* 16 floats, 8 doubles */
-typedef real FN(half_vec) __attribute__((vector_size(32)));
-typedef real FN(quarter_vec) __attribute__((vector_size(16)));
-#define CT_ROW_LEN ((ct_int)(64 / sizeof(real)))
+ * out (M, N) = x (M, K) w^T + bias for M <= CT_ROW_DOTS_MAX rows (one token
+ * per sentence or per beam): each row of w is read once for all the rows of
+ * x (VROW_DOTS, ct_math.h), so a step's time is that read.  OpenBLAS's GEMM
+ * packs (copies) the whole of w for so few rows: on a 2-core Xeon, 1
+ * thread, 2048 x 512, 2-8 rows took 3.1-3.5x the time of one row's GEMV;
+ * these loops take 1.1-2x, and one row the GEMV's time.  Each output has
+ * VROW_DOTS's bits whatever M or the thread count: a sentence decodes to
+ * the same bits alone or in a batch, greedily or as one of several beams.
+ * 9 or more rows: 12 rows gained, 16-32 lost against OpenBLAS (x no longer
+ * in L1), so the GEMM takes them. */
 
-/* The lanes of v added as a tree: lane l + width onto lane l, for width =
- * CT_ROW_LEN / 2, ..., 1 (as halves of the vector while they are vectors). */
-CT_INLINE real FN(lane_tree)(FN(row_vec) v)
-{
-    FN(half_vec) lo, hi;
-    memcpy(&lo, &v, sizeof lo);
-    memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);
-    lo += hi;
-    FN(quarter_vec) lo2, hi2;
-    memcpy(&lo2, &lo, sizeof lo2);
-    memcpy(&hi2, (const char *)&lo + sizeof lo2, sizeof hi2);
-    lo2 += hi2;
-    real lanes[sizeof lo2 / sizeof(real)]; /* 4 floats or 2 doubles */
-    memcpy(lanes, &lo2, sizeof lanes);
-#if CT_DTYPE_IS_F32
-    return (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]);
-#else
-    return lanes[0] + lanes[1];
-#endif
-}
-
-/* out[i * ldo] = x[i] . w + bias (bias: NULL or one number) for the R rows
- * of x from x (R <= CT_PASS_ROWS, a constant at each call) and one row w. */
-CT_INLINE void FN(rows_dot)(real *out, ct_int ldo, const real *x, const real *w, const real *bias, ct_int K,
-                            const int R)
-{
-    FN(row_vec) sums[CT_PASS_ROWS], wk, xk;
-    ct_int whole = K / CT_ROW_LEN * CT_ROW_LEN;
-    for (int i = 0; i < R; i++) sums[i] = (FN(row_vec)){0};
-    for (ct_int k = 0; k < whole; k += CT_ROW_LEN) {
-        __builtin_prefetch(w + k + CT_PREFETCH, 0, 3);
-        memcpy(&wk, w + k, sizeof wk);
-        for (int i = 0; i < R; i++) {
-            memcpy(&xk, x + i * K + k, sizeof xk);
-            sums[i] += xk * wk;
-        }
-    }
-    for (int i = 0; i < R; i++) {
-        real dot = FN(lane_tree)(sums[i]);
-        for (ct_int k = whole; k < K; k++) dot += x[i * K + k] * w[k];
-        out[i * ldo] = bias != NULL ? dot + *bias : dot;
-    }
-}
-
-/* Columns n0 .. n1-1 of out: each row of w is read once (from memory),
- * while the rows of x (in L1 or L2) pass over it. */
+/* Columns n0 .. n1-1 of out: each row of w read once, every row of x against it. */
 static CT_FMA_CLONES void FN(rows_range)(real *out, const real *x, const real *w, const real *bias, ct_int M,
                                          ct_int K, ct_int N, ct_int n0, ct_int n1)
 {
     for (ct_int n = n0; n < n1; n++) {
         const real *wn = w + n * K, *bn = bias != NULL ? bias + n : NULL;
-        for (ct_int m = 0; m < M; m += CT_PASS_ROWS) {
-            real *o = out + m * N + n;
-            const real *xm = x + m * K;
-            switch (CT_MIN(CT_PASS_ROWS, M - m)) { /* R must be a constant in each call */
-            case 1: FN(rows_dot)(o, N, xm, wn, bn, K, 1); break;
-            case 2: FN(rows_dot)(o, N, xm, wn, bn, K, 2); break;
-            case 3: FN(rows_dot)(o, N, xm, wn, bn, K, 3); break;
-            case 4: FN(rows_dot)(o, N, xm, wn, bn, K, 4); break;
-            case 5: FN(rows_dot)(o, N, xm, wn, bn, K, 5); break;
-            case 6: FN(rows_dot)(o, N, xm, wn, bn, K, 6); break;
-            case 7: FN(rows_dot)(o, N, xm, wn, bn, K, 7); break;
-            default: FN(rows_dot)(o, N, xm, wn, bn, K, 8); break;
-            }
+        switch (M) { /* R must be a constant where VROW_DOTS is inlined */
+        case 1: VROW_DOTS(out + n, N, x, wn, bn, K, 1); break;
+        case 2: VROW_DOTS(out + n, N, x, wn, bn, K, 2); break;
+        case 3: VROW_DOTS(out + n, N, x, wn, bn, K, 3); break;
+        case 4: VROW_DOTS(out + n, N, x, wn, bn, K, 4); break;
+        case 5: VROW_DOTS(out + n, N, x, wn, bn, K, 5); break;
+        case 6: VROW_DOTS(out + n, N, x, wn, bn, K, 6); break;
+        case 7: VROW_DOTS(out + n, N, x, wn, bn, K, 7); break;
+        default: VROW_DOTS(out + n, N, x, wn, bn, K, 8); break;
         }
     }
 }
@@ -145,7 +78,7 @@ static void FN(rows_part)(void *arg, int rank, int size)
 
 /* decode_linear: the Linear layers of one decoding step
  *   x (M, K), w (N, K), bias (N) or NULL  ->  out (M, N) = x w^T + bias
- * Up to CT_DECODE_ROWS rows: the loops above, split over the pool into
+ * Up to CT_ROW_DOTS_MAX rows: the loops above, split over the pool into
  * blocks of w's rows, one per thread: each block is a new stream for the
  * prefetchers (a d512 step at 2 threads took 0.92x the time in one block
  * per thread than in 8).  Its work counts the read of w as 8 flops per
@@ -154,7 +87,7 @@ static void FN(rows_part)(void *arg, int rank, int size)
 void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias, ct_int M,
                        ct_int K, ct_int N)
 {
-    if (M == 0 || M > CT_DECODE_ROWS || K == 0 || N == 0) {
+    if (M == 0 || M > CT_ROW_DOTS_MAX || K == 0 || N == 0) {
         FN(linear_forward)(out, x, w, bias, M, K, N);
         return;
     }
@@ -393,6 +326,4 @@ int FN(decode_layer_step)(real *out, const real *x, real *cache_k, real *cache_v
     return status;
 }
 
-#undef CT_ROW_LEN
-#undef CT_PASS_ROWS
 #endif

@@ -44,11 +44,8 @@ def test_sdpa_causal_is_top_left_tril(rng, tq, tk):
 
 # ---- sdpa: gradients ----------------------------------------------------------
 
-@pytest.mark.parametrize("kind,causal,dropout", [("bool", True, 0.4)])   # without dropout: the kernel table
-def test_sdpa_gradients_float64_with_dropout(rng, kind, causal, dropout):
-    q, k, v = qkv(rng, Tq=3, Tk=5)
-    mask = make_mask(kind, rng, (2, 1, 3, 5))
-    opts = dict(mask=mask, is_causal=causal, dropout_p=dropout, seed=7)
+def check_sdpa_grads(q, k, v, **opts):
+    """Central differences of sdpa_forward against sdpa_backward (q, k, v), with the same options."""
 
     def forward(q, k, v):
         return K.sdpa_forward(q, k, v, **opts)
@@ -59,6 +56,13 @@ def test_sdpa_gradients_float64_with_dropout(rng, kind, causal, dropout):
         return dict(q=dq, k=dk, v=dv)
 
     check_grads(forward, grads, dict(q=q, k=k, v=v), ["q", "k", "v"])
+
+
+@pytest.mark.parametrize("kind,causal,dropout", [("bool", True, 0.4)])   # without dropout: the kernel table
+def test_sdpa_gradients_float64_with_dropout(rng, kind, causal, dropout):
+    q, k, v = qkv(rng, Tq=3, Tk=5)
+    mask = make_mask(kind, rng, (2, 1, 3, 5))
+    check_sdpa_grads(q, k, v, mask=mask, is_causal=causal, dropout_p=dropout, seed=7)
 
 
 # ---- sdpa: torch parity -------------------------------------------------------
@@ -90,17 +94,7 @@ def test_sdpa_wide_heads_gradients_float64(rng, causal):
     for (tq, tk, dh) in ((5, 9, 24), (3, 20, 40)):
         q, k, v = qkv(rng, B=1, H=2, Tq=tq, Tk=tk, Dh=dh, Dv=dh)
         mask = make_mask("float", rng, (1, 2, tq, tk), np.float64)
-        opts = dict(mask=mask, is_causal=causal)
-
-        def forward(q, k, v):
-            return K.sdpa_forward(q, k, v, **opts)
-
-        def grads(dout, q, k, v):
-            _, probs = forward(q, k, v)
-            dq, dk, dv = K.sdpa_backward(dout, q, k, v, probs, **opts)
-            return dict(q=dq, k=dk, v=dv)
-
-        check_grads(forward, grads, dict(q=q, k=k, v=v), ["q", "k", "v"])
+        check_sdpa_grads(q, k, v, mask=mask, is_causal=causal)
 
 
 def test_sdpa_wide_heads_torch_parity(rng, torch_ref):
