@@ -36,9 +36,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-MODELS = {  # (config, batch, length): as bench_threads.py and bench_transformer.py (b)
+MODELS = {  # (config, batch, length): as bench_threads.py and bench_transformer.py (b), (a)
     "demo": (dict(d_model=64, nhead=4, layers=2, ff=256, vocab=300), 64, 12),
     "d128": (dict(d_model=128, nhead=4, layers=2, ff=512, vocab=1000), 32, 32),
+    "d512": (dict(d_model=512, nhead=8, layers=3, ff=2048, vocab=8000), 32, 32),
 }
 
 BUCKETS = {  # bucket: substrings of perf's shared-object names

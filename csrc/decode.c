@@ -67,13 +67,19 @@ typedef struct {
     real *out;
     const real *x, *w, *bias;
     ct_int M, K, N;
+    ct_share share; /* the blocks of w's rows, by the threads' measured speeds */
 } FN(rows_job);
 
 static void FN(rows_part)(void *arg, int rank, int size)
 {
-    const FN(rows_job) *j = arg;
-    int lo = ct_split_edge((int)j->N, rank, size), hi = ct_split_edge((int)j->N, rank + 1, size);
-    if (lo < hi) FN(rows_range)(j->out, j->x, j->w, j->bias, j->M, j->K, j->N, lo, hi);
+    FN(rows_job) *j = arg;
+    ptrdiff_t lo, hi;
+    (void)size;
+    ct_share_take(&j->share, rank, &lo, &hi);
+    if (lo >= hi) return;
+    long started = ct_monotonic_ns();
+    FN(rows_range)(j->out, j->x, j->w, j->bias, j->M, j->K, j->N, (ct_int)lo, (ct_int)hi);
+    ct_share_done(&j->share, rank, ct_monotonic_ns() - started);
 }
 
 /* decode_linear: the Linear layers of one decoding step
@@ -93,12 +99,15 @@ void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias
     }
     double work = 8.0 * (double)N * (double)K + 2.0 * (double)M * (double)N * (double)K;
     int threads = ct_split_threads(ct_pool_threads_for(work, ct_threads_ceiling_here()), (int)N);
-    FN(rows_job) job = {out, x, w, bias, M, K, N};
     if (threads <= 1) {
         FN(rows_range)(out, x, w, bias, M, K, N, 0, N);
         return;
     }
-    ct_parallel_run(ct_split_threads(CT_SPLIT_BLOCKS * threads, (int)N), threads, FN(rows_part), &job);
+    FN(rows_job) job = {out, x, w, bias, M, K, N, {0}};
+    int blocks = ct_split_threads(CT_SPLIT_BLOCKS * threads, (int)N);
+    ct_share_init(&job.share, N, blocks, threads, CT_SPLIT_ALIGN);
+    ct_parallel_run(blocks, threads, FN(rows_part), &job);
+    ct_share_learn(&job.share);
 }
 
 /* kv_cache_append (in place)

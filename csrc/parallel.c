@@ -309,9 +309,13 @@ static unsigned wait_for_job(unsigned seen)
     return job;
 }
 
+/* 0 on a caller's thread; i on worker i (1, 2, ...): ct_share's speed slot. */
+static __thread int pool_thread_index;
+
 static void *worker_main(void *arg)
 {
-    unsigned seen = (unsigned)(uintptr_t)arg;
+    unsigned seen = (unsigned)(uintptr_t)arg & 0xFFFFFFFFu;
+    pool_thread_index = (int)((uintptr_t)arg >> 32);
     for (;;) {
         seen = wait_for_job(seen);
         if (join_job(seen)) run_claims(seen);
@@ -328,7 +332,8 @@ static void start_workers(int want)
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         unsigned seen = __atomic_load_n(&pool.published, __ATOMIC_ACQUIRE);
-        int failed = pthread_create(&thread, &attr, worker_main, (void *)(uintptr_t)seen);
+        uintptr_t start = (uintptr_t)seen | (uintptr_t)(pool.workers + 1) << 32; /* job seen, worker index */
+        int failed = pthread_create(&thread, &attr, worker_main, (void *)start);
         pthread_attr_destroy(&attr);
         if (failed) return;
         pool.workers++;
@@ -396,4 +401,114 @@ void ct_parallel_rows(ptrdiff_t n, double flops, ct_rows_fn fn, void *ctx)
     rows_job job = {fn, ctx, n};
     int blocks = (int)(n < 4 * threads ? n : 4 * threads); /* a late worker's blocks go to the caller */
     ct_parallel_run(blocks, threads, rows_rank, &job);
+}
+
+/* ---- ct_share (parallel.h) -------------------------------------------------
+ * speed[i]: thread i's speed relative to the other threads of recent split
+ * jobs (1: as fast as their mean), an exponential average over jobs.  Data
+ * races between callers of different Python threads only blur the average
+ * (one job at a time runs split: see ct_parallel_run). */
+#define CT_SHARE_WORD_EDGE 0xFFFFFFFFFFFFull
+#define CT_SHARE_LEARN 0.25   /* weight of the newest job in the average */
+#define CT_SHARE_SPEED_MIN 0.33  /* a thread gets at least a third of an equal part */
+#define CT_SHARE_SPEED_MAX 3.0
+static double share_speed[CT_PARALLEL_MAX]; /* 0: not measured yet (1) */
+static int share_pinned; /* ct_share_pin: speeds set, not learnt, used in load-blind mode too */
+
+long ct_monotonic_ns(void) { return monotonic_ns(); }
+
+static double speed_of(int thread)
+{
+    double v;
+    __atomic_load(&share_speed[thread], &v, __ATOMIC_RELAXED);
+    return v > 0 ? v : 1.0;
+}
+
+/* Equal parts: load-blind mode (a split that repeats run to run), unless pinned. */
+static int share_equal(void) { return load_blind && !share_pinned; }
+
+int ct_share_pin(const double *speeds, int n, double *previous, int n_previous)
+{
+    for (int t = 0; t < n_previous && t < CT_PARALLEL_MAX; t++) previous[t] = speed_of(t);
+    if (speeds == NULL) {
+        share_pinned = 0;
+        for (int t = 0; t < CT_PARALLEL_MAX; t++) {
+            double unmeasured = 0;
+            __atomic_store(&share_speed[t], &unmeasured, __ATOMIC_RELAXED);
+        }
+        return 0;
+    }
+    for (int t = 0; t < n; t++)
+        if (!(speeds[t] >= CT_SHARE_SPEED_MIN && speeds[t] <= CT_SHARE_SPEED_MAX)) return -1;
+    for (int t = 0; t < CT_PARALLEL_MAX; t++) {
+        double v = t < n ? speeds[t] : 1.0;
+        __atomic_store(&share_speed[t], &v, __ATOMIC_RELAXED);
+    }
+    share_pinned = 1;
+    return 0;
+}
+
+void ct_share_init(ct_share *share, ptrdiff_t extent, int size, int threads, ptrdiff_t align)
+{
+    size = size < 1 ? 1 : size > CT_SHARE_MAX ? CT_SHARE_MAX : size;
+    threads = threads < 1 ? 1 : threads > CT_PARALLEL_MAX ? CT_PARALLEL_MAX : threads;
+    share->word = 0;
+    share->extent = extent, share->align = align < 1 ? 1 : align, share->size = size;
+    share->speed_sum = 0; /* of the threads expected, scaled to `size` parts */
+    for (int t = 0; t < threads; t++) share->speed_sum += share_equal() ? 1.0 : speed_of(t);
+    share->speed_sum *= (double)size / threads;
+    for (int r = 0; r < size; r++) share->part[r].thread = -1, share->part[r].len = 0, share->part[r].ns = 0;
+}
+
+/* The rank's part: its thread's share of the whole extent, from the next
+ * free edge; the last part to be taken runs to the end. */
+void ct_share_take(ct_share *share, int rank, ptrdiff_t *lo, ptrdiff_t *hi)
+{
+    int thread = pool_thread_index < CT_PARALLEL_MAX ? pool_thread_index : 0;
+    double speed = share_equal() ? 1.0 : speed_of(thread);
+    ptrdiff_t want = (ptrdiff_t)((double)share->extent * speed / share->speed_sum + 0.5);
+    want = (want + share->align / 2) / share->align * share->align;
+    if (want < share->align) want = share->align;
+    unsigned long long word = __atomic_load_n(&share->word, __ATOMIC_RELAXED), next;
+    ptrdiff_t begin, end;
+    do {
+        unsigned taken = (unsigned)(word >> 48);
+        begin = (ptrdiff_t)(word & CT_SHARE_WORD_EDGE);
+        end = taken + 1 >= (unsigned)share->size || begin + want > share->extent ? share->extent : begin + want;
+        next = (unsigned long long)(taken + 1) << 48 | (unsigned long long)end;
+    } while (!__atomic_compare_exchange_n(&share->word, &word, next, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    *lo = begin, *hi = end;
+    if (rank >= 0 && rank < share->size) share->part[rank].thread = thread, share->part[rank].len = end - begin;
+}
+
+void ct_share_done(ct_share *share, int rank, long ns)
+{
+    if (rank >= 0 && rank < share->size) share->part[rank].ns = ns;
+}
+
+/* Each thread that ran a part: its rate (extent per ns) over the job's mean
+ * rate, into its average.  Jobs run by one thread alone teach nothing. */
+void ct_share_learn(const ct_share *share)
+{
+    if (load_blind || share_pinned) return;
+    double rate[CT_SHARE_MAX], sum = 0;
+    int n = 0;
+    for (int r = 0; r < share->size; r++) {
+        rate[r] = 0;
+        if (share->part[r].thread < 0 || share->part[r].len <= 0 || share->part[r].ns <= 0) continue;
+        for (int q = 0; q < r; q++)
+            if (share->part[q].thread == share->part[r].thread) goto next_rank; /* one thread, two parts */
+        rate[r] = (double)share->part[r].len / (double)share->part[r].ns;
+        sum += rate[r], n++;
+    next_rank:;
+    }
+    if (n < 2) return;
+    for (int r = 0; r < share->size; r++) {
+        if (rate[r] <= 0) continue;
+        double relative = rate[r] * n / sum;
+        int t = share->part[r].thread;
+        double v = (1 - CT_SHARE_LEARN) * speed_of(t) + CT_SHARE_LEARN * relative;
+        v = v < CT_SHARE_SPEED_MIN ? CT_SHARE_SPEED_MIN : v > CT_SHARE_SPEED_MAX ? CT_SHARE_SPEED_MAX : v;
+        __atomic_store(&share_speed[t], &v, __ATOMIC_RELAXED);
+    }
 }

@@ -12,7 +12,7 @@ import pytest
 
 import ctransformer as ct
 from ctransformer import kernels as K
-from ctransformer.kernels.runtime import pool_threads_for
+from ctransformer.kernels.runtime import pool_threads_for, share_speeds
 
 
 @pytest.fixture
@@ -214,6 +214,88 @@ def test_split_rows_of_decoding_match_one_thread(load_blind):
         ct.set_num_threads(threads)
         for M, expected in zip((1, 4), one):
             np.testing.assert_array_equal(K.decode_linear(x[:M], w, b), expected)
+
+
+@pytest.fixture
+def pinned_speeds(load_blind):
+    """Pin the threads' speeds (ct_share, csrc/parallel.h) for one test and
+    learn them afresh after it; in deterministic mode, so that the split
+    happens whatever the machine's load."""
+    yield share_speeds
+    share_speeds(None)
+
+
+SKEWED_SPEEDS = ([3.0, 0.33, 1.0], [0.33, 3.0, 0.5], [1.0, 1.0, 3.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_split_gemm_blocks_by_speed_cover_every_row(pinned_speeds, dtype):
+    """Each thread's block of a split GEMM is as long as its speed makes it
+    (a third of an equal part up to 3x; the last block taken runs to the
+    end): whatever the speeds, every row and column is computed once, to the
+    rounding of one thread's product."""
+    rng = np.random.default_rng(9)
+    eps = np.finfo(dtype).eps
+    for m, k, n in [(1000, 64, 256), (48, 256, 3001), (35, 300, 4000)]:
+        x = rng.standard_normal((m, k)).astype(dtype)
+        w = rng.standard_normal((n, k)).astype(dtype)
+        b = rng.standard_normal(n).astype(dtype)
+        ct.set_num_threads(1)
+        one = K.linear_forward(x, w, b)
+        bound = (k + 1) * eps * (np.abs(x) @ np.abs(w).T + np.abs(b))
+        for speeds in SKEWED_SPEEDS:
+            pinned_speeds(speeds)
+            for threads in (2, 3):
+                ct.set_num_threads(threads)
+                many = K.linear_forward(x, w, b)
+                assert (np.abs(many - one) <= bound).all(), (m, k, n, speeds, threads)
+
+
+def test_split_decoding_rows_by_speed_change_no_bit(pinned_speeds):
+    """decode_linear's blocks of weight rows sized by the threads' speeds:
+    each output is still one thread's dot product, the same bits."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((3, 512)).astype(np.float32)
+    w = rng.standard_normal((3001, 512)).astype(np.float32)
+    ct.set_num_threads(1)
+    one = K.decode_linear(x, w)
+    for speeds in SKEWED_SPEEDS:
+        pinned_speeds(speeds)
+        for threads in (2, 3):
+            ct.set_num_threads(threads)
+            np.testing.assert_array_equal(K.decode_linear(x, w), one)
+
+
+def test_share_speeds_pins_and_forgets(pinned_speeds):
+    """share_speeds returns the speeds before the call; None forgets them (1:
+    not measured); out-of-range speeds are refused and change nothing."""
+    pinned_speeds([2.0, 0.5])
+    assert pinned_speeds([1.5])[:3] == (2.0, 0.5, 1.0)
+    with pytest.raises(ValueError, match="share_speeds: every speed must be within"):
+        pinned_speeds([1.0, 5.0])
+    with pytest.raises(ValueError, match="share_speeds: 1 to 64 speeds"):
+        pinned_speeds([])
+    assert pinned_speeds(None)[:2] == (1.5, 1.0)
+    assert pinned_speeds(None)[:2] == (1.0, 1.0)
+
+
+def test_learnt_speeds_stay_in_their_bounds():
+    """Split GEMMs on a live machine teach the pool its threads' speeds
+    (each thread's rate over the job's mean, averaged): whatever the load,
+    every speed stays within [0.33, 3]."""
+    share_speeds(None)
+    before = ct.get_num_threads()
+    ct.set_num_threads(2)
+    try:
+        rng = np.random.default_rng(11)
+        x = rng.standard_normal((512, 256)).astype(np.float32)
+        w = rng.standard_normal((1024, 256)).astype(np.float32)
+        for _ in range(20):
+            K.linear_forward(x, w)
+        speeds = share_speeds(None)
+    finally:
+        ct.set_num_threads(before)
+    assert all(0.33 <= v <= 3.0 for v in speeds)
 
 
 def _layernorm_backwards(rng, dtype):

@@ -59,6 +59,39 @@ static PyObject *py_thread_policy_load_blind(PyObject *self, PyObject *arg)
     return PyBool_FromLong(previous);
 }
 
+/* share_speeds(speeds or None) -> the previous speeds of threads 0-7 (parallel.h: ct_share_pin) */
+static PyObject *py_share_speeds(PyObject *self, PyObject *arg)
+{
+    enum { SHOWN = 8, MOST = 64 };
+    double speeds[MOST], previous[SHOWN];
+    Py_ssize_t n = 0;
+    if (arg != Py_None) {
+        PyObject *seq = PySequence_Fast(arg, "share_speeds: speeds must be a sequence of floats or None");
+        if (seq == NULL) return NULL;
+        n = PySequence_Fast_GET_SIZE(seq);
+        if (n < 1 || n > MOST) {
+            Py_DECREF(seq);
+            return PyErr_Format(PyExc_ValueError, "share_speeds: 1 to %d speeds expected, got %zd", MOST, n);
+        }
+        for (Py_ssize_t t = 0; t < n; t++) speeds[t] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, t));
+        Py_DECREF(seq);
+        if (PyErr_Occurred()) return NULL;
+    }
+    if (ct_share_pin(arg == Py_None ? NULL : speeds, (int)n, previous, SHOWN) != 0)
+        return PyErr_Format(PyExc_ValueError, "share_speeds: every speed must be within [0.33, 3], got %R", arg);
+    PyObject *out = PyTuple_New(SHOWN);
+    if (out == NULL) return NULL;
+    for (int t = 0; t < SHOWN; t++) {
+        PyObject *v = PyFloat_FromDouble(previous[t]);
+        if (v == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, t, v);
+    }
+    return out;
+}
+
 static PyObject *py_blas_config(PyObject *self, PyObject *unused)
 {
 #ifdef CT_BLAS_SCIPY
@@ -98,6 +131,9 @@ static PyMethodDef base_methods[] = {
      "Threads the policy gives one pooled job (the attention heads) of this much work."},
     {"thread_policy_load_blind", py_thread_policy_load_blind, METH_O,
      "Make the thread count of a call depend on its size only (True), or also on the load (False)."},
+    {"share_speeds", py_share_speeds, METH_O,
+     "Pin the threads' relative speeds that size a split product's blocks (None: learn them again); "
+     "returns the previous speeds of threads 0-7."},
     {"blas_config", py_blas_config, METH_NOARGS, "Which OpenBLAS this build links."},
     {NULL, NULL, 0, NULL},
 };

@@ -51,6 +51,23 @@ def pool_threads_for(flops: float, ceiling: int | None = None) -> int:
     return _C.pool_threads_for(float(flops), int(ceiling))
 
 
+def share_speeds(speeds=None) -> tuple:
+    """Pin the relative speeds of the pool's threads (thread 0 the caller,
+    then the workers; each within [0.33, 3]) that size the blocks of a split
+    GEMM or decoding GEMV, or with None forget them and learn them again from
+    the next split jobs.  Returns the speeds of threads 0-7 before the call.
+
+    A thread's block is as long as its speed makes it: on a machine whose
+    cores run at different speeds (other guests, other processes) equal
+    halves leave the faster thread waiting for the slower.  Pinned speeds
+    apply in deterministic mode too (which otherwise splits into equal
+    blocks, so that results repeat run to run); tests use them to check
+    skewed splits."""
+    if speeds is not None:
+        speeds = [float(v) for v in speeds]
+    return _C.share_speeds(speeds)
+
+
 def blas_config() -> str:
     """Which OpenBLAS this build links."""
     return _C.blas_config()
