@@ -284,11 +284,23 @@ typedef struct {
     const real *b_hh;
     const real *dout;
     real *dh, *dc, *dgi, *dgh;
+    ct_share share; /* each sweeper's block of rows, by the threads' measured speeds (parallel.h) */
 } FN(sweep);
 
-static void FN(row_block)(ct_int B, int rank, int size, ct_int *b0, ct_int *b1)
+/* The sweeper's block of batch rows [b0, b1) (ct_share: the rows are independent). */
+static void FN(row_block)(FN(sweep) *w, int rank, ct_int *b0, ct_int *b1)
 {
-    *b0 = B * rank / size, *b1 = B * (rank + 1) / size;
+    ptrdiff_t lo, hi;
+    ct_share_take(&w->share, rank, &lo, &hi);
+    *b0 = (ct_int)lo, *b1 = (ct_int)hi;
+}
+
+/* Runs the sweepers, each on its block of rows, and learns their speeds. */
+static void FN(run_sweeps)(FN(sweep) *w, int sweepers, ct_parallel_fn fn)
+{
+    ct_share_init(&w->share, w->shape->B, sweepers, sweepers, CT_RNN_MIN_ROWS);
+    ct_parallel_run(sweepers, sweepers, fn, w);
+    ct_share_learn(&w->share);
 }
 
 /* One forward step s over rows [b0, b1).
@@ -318,14 +330,18 @@ static void FN(step_forward)(const ct_rnn_shape *s, ct_int step, const real *hpr
 
 static void FN(forward_sweep)(void *ctx, int rank, int size)
 {
-    const FN(sweep) *w = ctx;
+    FN(sweep) *w = ctx;
     ct_int B = w->shape->B, H = w->shape->H, b0, b1;
-    FN(row_block)(B, rank, size, &b0, &b1);
+    (void)size;
+    FN(row_block)(w, rank, &b0, &b1);
+    if (b0 >= b1) return;
+    long started = ct_monotonic_ns();
     for (ct_int step = 0; step < w->shape->T; step++) {
         FN(step_product)(w->sw, w->hproj + b0 * w->sw->GH, w->v.hs + (step * B + b0) * H, w->b_hh,
                          b1 - b0);
         FN(step_forward)(w->shape, step, w->hproj, w->v, w->out, b0, b1);
     }
+    ct_share_done(&w->share, rank, ct_monotonic_ns() - started);
 }
 
 /* rnn_forward (returns 0, or -1 when out of memory)
@@ -363,7 +379,7 @@ int FN(rnn_forward)(real *out, real *h_n, real *c_n, real *saved, const real *x,
     FN(sweep) sweep = {.shape = shape, .v = v, .sw = &sw, .hproj = hproj, .out = out, .b_hh = b_hh};
     int sweepers = FN(sweep_threads)(&sw, B);
     threads = ct_rnn_threads_enter(2.0 * B * H * GH);
-    ct_parallel_run(sweepers, sweepers, FN(forward_sweep), &sweep);
+    FN(run_sweeps)(&sweep, sweepers, FN(forward_sweep));
     ct_rnn_threads_leave(threads);
     FN(step_weight_free)(&sw);
     if (h_n) memcpy(h_n, v.hs + T * BH, (size_t)BH * sizeof(real));
@@ -410,13 +426,17 @@ static void FN(step_backward)(const ct_rnn_shape *s, ct_int step, const real *do
 
 static void FN(backward_sweep)(void *ctx, int rank, int size)
 {
-    const FN(sweep) *w = ctx;
+    FN(sweep) *w = ctx;
     ct_int B = w->shape->B, H = w->shape->H, GH = w->sw->GH, b0, b1;
-    FN(row_block)(B, rank, size, &b0, &b1);
+    (void)size;
+    FN(row_block)(w, rank, &b0, &b1);
+    if (b0 >= b1) return;
+    long started = ct_monotonic_ns();
     for (ct_int step = w->shape->T - 1; step >= 0; step--) {
         FN(step_backward)(w->shape, step, w->dout, w->v, w->dh, w->dc, w->dgi, w->dgh, b0, b1);
         FN(step_product)(w->sw, w->dh + b0 * H, w->dgh + (step * B + b0) * GH, NULL, b1 - b0);
     }
+    ct_share_done(&w->share, rank, ct_monotonic_ns() - started);
 }
 
 /* rnn_backward (accumulates; returns 0, or -1 when out of memory)
@@ -451,7 +471,7 @@ int FN(rnn_backward)(real *dx, real *dh0, real *dc0, real *dw_ih, real *dw_hh, r
                        .dgi = dgi, .dgh = dgh};
     int sweepers = FN(sweep_threads)(&sw, B);
     int threads = ct_rnn_threads_enter(2.0 * B * H * GH);
-    ct_parallel_run(sweepers, sweepers, FN(backward_sweep), &sweep);
+    FN(run_sweeps)(&sweep, sweepers, FN(backward_sweep));
     ct_rnn_threads_leave(threads);
     FN(step_weight_free)(&sw);
     if (dh0)

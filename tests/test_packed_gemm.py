@@ -123,3 +123,29 @@ def test_recurrent_two_threads(mode):
     for g1, g2 in zip(one[2], two[2]):
         if g1 is not None:
             np.testing.assert_allclose(g2, g1, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("speeds", [[3.0, 0.33], [0.33, 3.0]])
+def test_recurrent_blocks_by_speed(speeds):
+    """The sweepers' blocks of batch rows are sized by the threads' speeds
+    (pinned here far apart): every row is still swept once, the forward
+    bit-identical to one thread."""
+    from ctransformer.kernels.runtime import share_speeds
+    rng = np.random.default_rng(5)
+    d = make(rng, "lstm", 3, 64, 16, 256)
+    lengths = np.array([3, 1, 2, 3] * 16)
+    threads = K.get_num_threads()
+    try:
+        K.set_num_threads(1)
+        one = run(f32(d), "lstm", lengths)
+        share_speeds(speeds)
+        K.set_num_threads(2)
+        skewed = run(f32(d), "lstm", lengths)
+    finally:
+        share_speeds(None)
+        K.set_num_threads(threads)
+    np.testing.assert_array_equal(skewed[0], one[0])
+    np.testing.assert_array_equal(skewed[1], one[1])
+    for g1, g2 in zip(one[2], skewed[2]):
+        if g1 is not None:
+            np.testing.assert_allclose(g2, g1, rtol=2e-5, atol=2e-6)
