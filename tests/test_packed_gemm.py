@@ -149,3 +149,59 @@ def test_recurrent_blocks_by_speed(speeds):
     for g1, g2 in zip(one[2], skewed[2]):
         if g1 is not None:
             np.testing.assert_allclose(g2, g1, rtol=2e-5, atol=2e-6)
+
+
+LINEAR_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (768, 64, 192), (100, 256, 65), (40, 257, 20)]
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+def test_linear_forward_short_k_every_kernel(isa):
+    """float32 linear_forward with K <= 256 runs the packed kernel on AVX-512
+    (csrc/linear.c; sgemm otherwise, and from K 257): with every kernel the
+    CPU has, on shapes with row, column and K remainders, with and without a
+    bias, the float64 product to float32 rounding; a NaN stays in its row."""
+    rng = np.random.default_rng(12)
+    for m, k, n in LINEAR_SHAPES:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        b = rng.standard_normal(n).astype(np.float32)
+        for bias in (b, None):
+            ref = x.astype(np.float64) @ w.astype(np.float64).T + (0 if bias is None else bias)
+            bound = (k + 1) * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w).T + (0 if bias is None else
+                                                                                  np.abs(bias)))
+            got = K.linear_forward(x, w, bias)
+            assert got.dtype == np.float32 and got.shape == (m, n)
+            assert (np.abs(got - ref) <= bound).all(), (m, k, n, isa)
+    x = rng.standard_normal((30, 40)).astype(np.float32)
+    x[17, 3] = np.nan
+    got = K.linear_forward(x, rng.standard_normal((50, 40)).astype(np.float32))
+    assert np.isnan(got[17]).all() and np.isfinite(np.delete(got, 17, axis=0)).all()
+
+
+def test_linear_forward_short_k_same_bits_on_any_thread_count():
+    """Each row of the packed forward is one k-order sum whatever the rows'
+    blocks, so splitting them over 2 or 3 threads (in blocks sized by pinned,
+    far-apart speeds too) changes no bit."""
+    if CPU_ISA != "avx512":
+        pytest.skip("the packed forward runs on AVX-512 only; sgemm agrees to rounding (test_thread_pool.py)")
+    from ctransformer.kernels.runtime import share_speeds
+    import ctransformer as ct
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((1000, 128)).astype(np.float32)
+    w = rng.standard_normal((300, 128)).astype(np.float32)
+    b = rng.standard_normal(300).astype(np.float32)
+    threads = K.get_num_threads()
+    ct.use_deterministic_algorithms(True)
+    try:
+        K.set_num_threads(1)
+        one = K.linear_forward(x, w, b)
+        for speeds in (None, [3.0, 0.33, 1.0], [0.33, 1.0, 3.0]):
+            if speeds is not None:
+                share_speeds(speeds)
+            for n in (2, 3):
+                K.set_num_threads(n)
+                np.testing.assert_array_equal(K.linear_forward(x, w, b), one)
+    finally:
+        share_speeds(None)
+        ct.use_deterministic_algorithms(False)
+        K.set_num_threads(threads)
