@@ -165,6 +165,46 @@ def test_ff_backward_rows_on_the_pool_match_the_dense_kernels(rng, act, approxim
     np.testing.assert_array_equal(runs[0][4], runs[1][4])  # db2: a column sum, no GEMM
 
 
+def test_ff_backward_compaction_copies_on_the_pool(rng):
+    """Rows wide enough (D 256) that the compaction's copies (gathering the
+    live rows of dout and x, scattering dx back) run in blocks on the pool:
+    at 1, 2 and 3 threads every gradient is the float64 dense one to the
+    rounding of its float32 sums (bounds from the sums of |terms|), and the
+    padding rows' dx stays 0."""
+    import ctransformer as ct
+    s = ff_setup(rng, M=1024, D=256, F=64, dtype=np.float32)
+    _, h = ff_forward(s["x"], s["w1"], s["b1"], s["w2"], s["b2"], None, 0.0)
+    dout = rng.standard_normal((2, 512, 256)).astype(np.float32)
+    dout[0, 300:] = 0  # padding rows: the compacted path
+    dout[1, 7] = 0
+    f64 = {k: v.astype(np.float64).reshape(-1, v.shape[-1]) if v.ndim == 3 else v.astype(np.float64)
+           for k, v in s.items()}
+    g, x = dout.reshape(-1, 256).astype(np.float64), f64["x"]
+    live = (h.reshape(-1, 64).astype(np.float64) + f64["b1"]) > 0
+    a = np.maximum(h.reshape(-1, 64).astype(np.float64) + f64["b1"], 0)
+    dh = (g @ f64["w2"]) * live
+    abs_dh = (np.abs(g) @ np.abs(f64["w2"])) * live
+    eps, M, D, F = np.finfo(np.float32).eps, 1024, 256, 64
+    want = [(dh @ f64["w1"], (D + F) * eps * (abs_dh @ np.abs(f64["w1"]))),
+            (dh.T @ x, (M + D) * eps * (abs_dh.T @ np.abs(x))),
+            (dh.sum(0), (M + D) * eps * abs_dh.sum(0)),
+            (g.T @ a, (M + F) * eps * (np.abs(g).T @ a)),
+            (g.sum(0), M * eps * np.abs(g).sum(0))]
+    before = ct.get_num_threads()
+    ct.use_deterministic_algorithms(True)
+    try:
+        for threads in (1, 2, 3):
+            ct.set_num_threads(threads)
+            got = K.ff_backward(dout, s["x"], h, None, 0.0, s["w1"], s["b1"], s["w2"])
+            for name, gi, (w, bound) in zip(["dx", "dw1", "db1", "dw2", "db2"], got, want):
+                err = np.abs(gi.reshape(w.shape) - w)
+                assert (err <= bound).all(), f"{name} at {threads} threads: exceeds its bound by {np.max(err - bound):.3g}"
+            assert (got[0][0, 300:] == 0).all() and (got[0][1, 7] == 0).all()
+    finally:
+        ct.set_num_threads(before)
+        ct.use_deterministic_algorithms(False)
+
+
 def test_ff_backward_nan_in_a_zero_gradient_row_still_propagates(rng):
     """0 * NaN is NaN in the dense products: a dead row with a NaN input (or
     non-finite weights) is not skipped, the result is the dense one."""
