@@ -19,8 +19,8 @@
  *   M 768, K 64, N 64 / 192 / 256 / 300: 0.75 / 0.83 / 0.85 / 0.91 of sgemm's time;
  *   M 768, K 256, N 64: 0.90;  M 1024, K 128, N 384 / 1000: 0.95 / 0.99;
  *   M 1024, K 512, N 128: 1.05 (the rows of inp no longer stay in L2).
- * Hence K <= CT_LINEAR_PACKED_MAX_K, on AVX-512 (the AVX2 kernel was not
- * measured against sgemm on these shapes).  dinp's product (dinp += dout
+ * Hence K <= CT_LINEAR_PACKED_MAX_K and inp at most 1 MB (below), on
+ * AVX-512 (the AVX2 kernel was not measured against sgemm on these shapes).  dinp's product (dinp += dout
  * weight) stays with sgemm: packed, it took 0.79-1.00 of sgemm's time at the
  * demo's sizes but 1.05-1.12 at d_model 128 (M 1024, inner 128-512).
  * Each row is the kernel's k-order sum, one FMA per term, plus the bias,
@@ -37,6 +37,24 @@ typedef struct {
     ct_share share;
 } packed_job;
 
+/* Rows [r0, r1) in chunks of at most CT_LINEAR_PACKED_CHUNK_BYTES of inp:
+ * the kernel walks every panel of the weight for its rows, re-reading them
+ * once per panel, so a chunk of rows must stay in L2.  Measured, one
+ * thread: an LSTM's input projection (M 3200, K 256, N 2048, 3.2 MB of
+ * inp) took 1.27x sgemm's time in one go, 1.03x in chunks, so an inp over
+ * CT_LINEAR_PACKED_MAX_INP_BYTES stays with sgemm (a rule on the shape
+ * alone: which kernel runs never depends on the thread count). */
+#define CT_LINEAR_PACKED_CHUNK_BYTES (256 * 1024)
+#define CT_LINEAR_PACKED_MAX_INP_BYTES (1024 * 1024)
+
+static void linear_packed_chunks(float *out, const float *inp, const ct_packed *pk, const float *bias, ct_int r0,
+                                 ct_int r1, ct_int K, ct_int N)
+{
+    ct_int chunk = CT_MAX(12, CT_LINEAR_PACKED_CHUNK_BYTES / (K * (ct_int)sizeof(float)) / 12 * 12);
+    for (ct_int r = r0; r < r1; r += chunk)
+        ct_packed_gemm(out + r * N, N, inp + r * K, K, CT_MIN(chunk, r1 - r), pk, bias, 0);
+}
+
 static void packed_rows(void *arg, int rank, int size)
 {
     packed_job *j = arg;
@@ -45,7 +63,7 @@ static void packed_rows(void *arg, int rank, int size)
     ct_share_take(&j->share, rank, &lo, &hi);
     if (lo >= hi) return;
     long started = ct_monotonic_ns();
-    ct_packed_gemm(j->out + lo * j->N, j->N, j->inp + lo * j->K, j->K, (ct_int)(hi - lo), j->pk, j->bias, 0);
+    linear_packed_chunks(j->out, j->inp, j->pk, j->bias, (ct_int)lo, (ct_int)hi, j->K, j->N);
     ct_share_done(&j->share, rank, ct_monotonic_ns() - started);
 }
 
@@ -54,12 +72,14 @@ static void packed_rows(void *arg, int rank, int size)
 static int linear_forward_packed(float *out, const float *inp, const float *weight, const float *bias, ct_int M,
                                  ct_int K, ct_int N)
 {
-    if (K > CT_LINEAR_PACKED_MAX_K || ct_packed_active_isa() != CT_PACKED_AVX512) return 1;
+    if (K > CT_LINEAR_PACKED_MAX_K || (double)M * K * sizeof(float) > CT_LINEAR_PACKED_MAX_INP_BYTES ||
+        ct_packed_active_isa() != CT_PACKED_AVX512)
+        return 1;
     ct_packed pk;
     if (ct_packed_init(&pk, weight, N, K, 1) != 0) return 1; /* out of memory: the GEMM needs none */
     int threads = ct_split_threads(ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here()), (int)M);
     if (threads <= 1) {
-        ct_packed_gemm(out, N, inp, K, M, &pk, bias, 0);
+        linear_packed_chunks(out, inp, &pk, bias, 0, M, K, N);
     } else {
         packed_job job = {out, inp, bias, &pk, K, N, {0}};
         ct_share_init(&job.share, M, threads, threads, CT_SPLIT_ALIGN);

@@ -151,13 +151,15 @@ def test_recurrent_blocks_by_speed(speeds):
             np.testing.assert_allclose(g2, g1, rtol=2e-5, atol=2e-6)
 
 
-LINEAR_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (768, 64, 192), (100, 256, 65), (40, 257, 20)]
+LINEAR_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (768, 64, 192), (100, 256, 65), (40, 257, 20),
+                 (1100, 256, 40)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
 def test_linear_forward_short_k_every_kernel(isa):
-    """float32 linear_forward with K <= 256 runs the packed kernel on AVX-512
-    (csrc/linear.c; sgemm otherwise, and from K 257): with every kernel the
+    """float32 linear_forward with K <= 256 and inp up to 1 MB runs the packed
+    kernel on AVX-512 (csrc/linear.c; sgemm otherwise, from K 257 and for the
+    1.1 MB inp of the last shape): with every kernel the
     CPU has, on shapes with row, column and K remainders, with and without a
     bias, the float64 product to float32 rounding; a NaN stays in its row."""
     rng = np.random.default_rng(12)
