@@ -46,7 +46,7 @@ static inline int ct_blas_threads_set_by_user(void) { return CT_BLAS(openblas_ge
 /* Block lengths of a split product are multiples of CT_SPLIT_ALIGN rows or
  * columns (whole micro-kernel tiles), the last block excepted, and a block
  * has at least that many.  Each thread's block is as long as its measured
- * speed makes it (ct_share, parallel.h): equal halves, on a machine whose
+ * speed makes it (ct_parallel_shares, parallel.h): equal halves, on a machine whose
  * two cores ran at different speeds, left the faster waiting. */
 #define CT_SPLIT_ALIGN 16
 
@@ -70,7 +70,7 @@ static inline int ct_split_threads(int threads, int extent)
 /* The GEMM of ct_template.h: cblas_?gemm (row-major), split over the pool
  * along the longer of C's two dimensions when the policy gives it more than
  * one thread (ct_threads_for: one below 5 MFLOP), into blocks sized by the
- * threads' speeds (ct_share).  A block of rows reads
+ * threads' speeds (ct_parallel_shares).  A block of rows reads
  * the same rows of op(A), a block of columns the same columns of op(B). */
 #define CT_GEMM_WITH_POLICY(name, real, blas_gemm)                                                    \
     typedef struct {                                                                                   \
@@ -80,7 +80,6 @@ static inline int ct_split_threads(int threads, int extent)
         const real *A, *B;                                                                             \
         real *C;                                                                                       \
         const real *bias; /* NULL, or (N): C's block is set to it first (then beta is 1) */            \
-        ct_share share;   /* the blocks' edges, by the threads' measured speeds */                     \
     } name##_split;                                                                                    \
     /* C[m, lo:hi] = bias[lo:hi] for rows m0 .. m1 - 1 */                                              \
     static inline void name##_fill_bias(const name##_split *j, int m0, int m1, int lo, int hi)         \
@@ -88,15 +87,11 @@ static inline int ct_split_threads(int threads, int extent)
         for (int m = m0; m < m1; m++)                                                                  \
             memcpy(j->C + (size_t)m * j->ldc + lo, j->bias + lo, (size_t)(hi - lo) * sizeof(real));    \
     }                                                                                                  \
-    static inline void name##_block(void *arg, int rank, int size)                                     \
+    /* rows (or columns) [begin, end) of C */                                                          \
+    static inline void name##_block(void *arg, ptrdiff_t begin, ptrdiff_t end)                         \
     {                                                                                                  \
-        name##_split *j = arg;                                                                         \
-        ptrdiff_t lo_part, hi_part;                                                                    \
-        (void)size;                                                                                    \
-        ct_share_take(&j->share, rank, &lo_part, &hi_part);                                            \
-        int lo = (int)lo_part, hi = (int)hi_part;                                                      \
-        if (lo >= hi) return;                                                                          \
-        long started = ct_monotonic_ns();                                                              \
+        const name##_split *j = arg;                                                                   \
+        int lo = (int)begin, hi = (int)end;                                                            \
         if (j->bias != NULL) {                                                                         \
             if (j->by_rows)                                                                            \
                 name##_fill_bias(j, lo, hi, 0, j->N);                                                  \
@@ -112,7 +107,6 @@ static inline int ct_split_threads(int threads, int extent)
             blas_gemm(CblasRowMajor, j->ta, j->tb, j->M, hi - lo, j->K, j->alpha, j->A, j->lda, B,     \
                       j->ldb, j->beta, j->C + lo, j->ldc);                                             \
         }                                                                                              \
-        ct_share_done(&j->share, rank, ct_monotonic_ns() - started);                                   \
     }                                                                                                  \
     /* C (M, N) = alpha op(A) op(B) + bias, row-major, bias (N) broadcast over the rows (NULL: +   \
      * beta C): each block writes its part of C with the bias first, on its own thread (a serial   \
@@ -124,7 +118,7 @@ static inline int ct_split_threads(int threads, int extent)
         int threads = ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here());                      \
         int by_rows = M >= N;                                                                          \
         if (bias != NULL) beta = 1;                                                                    \
-        name##_split job = {ta, tb, M, N, K, lda, ldb, ldc, by_rows, alpha, beta, A, B, C, bias, {0}}; \
+        name##_split job = {ta, tb, M, N, K, lda, ldb, ldc, by_rows, alpha, beta, A, B, C, bias};      \
         threads = ct_split_threads(threads, by_rows ? M : N);                                          \
         if (threads <= 1 || ct_blas_threads_set_by_user()) {                                           \
             if (bias != NULL) name##_fill_bias(&job, 0, M, 0, N);                                      \
@@ -132,9 +126,7 @@ static inline int ct_split_threads(int threads, int extent)
             return;                                                                                    \
         }                                                                                              \
         int blocks = ct_split_threads(CT_SPLIT_BLOCKS * threads, by_rows ? M : N);                     \
-        ct_share_init(&job.share, by_rows ? M : N, blocks, threads, CT_SPLIT_ALIGN);                            \
-        ct_parallel_run(blocks, threads, name##_block, &job);                                          \
-        ct_share_learn(&job.share);                                                                    \
+        ct_parallel_shares(by_rows ? M : N, blocks, threads, CT_SPLIT_ALIGN, name##_block, &job);       \
     }                                                                                                  \
     static inline void name(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,  \
                             int M, int N, int K, real alpha, const real *A, int lda, const real *B,   \

@@ -67,25 +67,19 @@ typedef struct {
     real *out;
     const real *x, *w, *bias;
     ct_int M, K, N;
-    ct_share share; /* the blocks of w's rows, by the threads' measured speeds */
 } FN(rows_job);
 
-static void FN(rows_part)(void *arg, int rank, int size)
+/* Rows [n0, n1) of w (a block of ct_parallel_shares). */
+static void FN(rows_block)(void *arg, ptrdiff_t n0, ptrdiff_t n1)
 {
-    FN(rows_job) *j = arg;
-    ptrdiff_t lo, hi;
-    (void)size;
-    ct_share_take(&j->share, rank, &lo, &hi);
-    if (lo >= hi) return;
-    long started = ct_monotonic_ns();
-    FN(rows_range)(j->out, j->x, j->w, j->bias, j->M, j->K, j->N, (ct_int)lo, (ct_int)hi);
-    ct_share_done(&j->share, rank, ct_monotonic_ns() - started);
+    const FN(rows_job) *j = arg;
+    FN(rows_range)(j->out, j->x, j->w, j->bias, j->M, j->K, j->N, (ct_int)n0, (ct_int)n1);
 }
 
 /* decode_linear: the Linear layers of one decoding step
  *   x (M, K), w (N, K), bias (N) or NULL  ->  out (M, N) = x w^T + bias
  * Up to CT_ROW_DOTS_MAX rows: the loops above, split over the pool into
- * blocks of w's rows, one per thread: each block is a new stream for the
+ * blocks of w's rows, one per thread, sized by the threads' speeds: each block is a new stream for the
  * prefetchers (a d512 step at 2 threads took 0.92x the time in one block
  * per thread than in 8).  Its work counts the read of w as 8 flops per
  * weight.  More rows (a batch of sentences): the GEMM of linear_forward,
@@ -103,11 +97,9 @@ void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias
         FN(rows_range)(out, x, w, bias, M, K, N, 0, N);
         return;
     }
-    FN(rows_job) job = {out, x, w, bias, M, K, N, {0}};
+    FN(rows_job) job = {out, x, w, bias, M, K, N};
     int blocks = ct_split_threads(CT_SPLIT_BLOCKS * threads, (int)N);
-    ct_share_init(&job.share, N, blocks, threads, CT_SPLIT_ALIGN);
-    ct_parallel_run(blocks, threads, FN(rows_part), &job);
-    ct_share_learn(&job.share);
+    ct_parallel_shares(N, blocks, threads, CT_SPLIT_ALIGN, FN(rows_block), &job);
 }
 
 /* kv_cache_append (in place)

@@ -20,13 +20,14 @@
  *   M 768, K 256, N 64: 0.90;  M 1024, K 128, N 384 / 1000: 0.95 / 0.99;
  *   M 1024, K 512, N 128: 1.05 (the rows of inp no longer stay in L2).
  * Hence K <= CT_LINEAR_PACKED_MAX_K and inp at most 1 MB (below), on
- * AVX-512 (the AVX2 kernel was not measured against sgemm on these shapes).  dinp's product (dinp += dout
- * weight) stays with sgemm: packed, it took 0.79-1.00 of sgemm's time at the
- * demo's sizes but 1.05-1.12 at d_model 128 (M 1024, inner 128-512).
+ * AVX-512 (the AVX2 kernel was not measured against sgemm on these shapes).
+ * dinp's product (dinp += dout weight) stays with sgemm: packed, it took
+ * 0.79-1.00 of sgemm's time at the demo's sizes but 1.05-1.12 at d_model
+ * 128 (M 1024, inner 128-512).
  * Each row is the kernel's k-order sum, one FMA per term, plus the bias,
  * whatever the row blocks: the same bits on any thread count.  Rows are
  * split over the pool as a GEMM's (ct_threads_for), in blocks sized by the
- * threads' speeds (ct_share). */
+ * threads' speeds (ct_parallel_shares). */
 #define CT_LINEAR_PACKED_MAX_K 256
 
 typedef struct {
@@ -34,7 +35,6 @@ typedef struct {
     const float *inp, *bias;
     const ct_packed *pk;
     ct_int K, N;
-    ct_share share;
 } packed_job;
 
 /* Rows [r0, r1) in chunks of at most CT_LINEAR_PACKED_CHUNK_BYTES of inp:
@@ -55,16 +55,11 @@ static void linear_packed_chunks(float *out, const float *inp, const ct_packed *
         ct_packed_gemm(out + r * N, N, inp + r * K, K, CT_MIN(chunk, r1 - r), pk, bias, 0);
 }
 
-static void packed_rows(void *arg, int rank, int size)
+/* Rows [r0, r1) (a block of ct_parallel_shares). */
+static void packed_rows(void *arg, ptrdiff_t r0, ptrdiff_t r1)
 {
-    packed_job *j = arg;
-    ptrdiff_t lo, hi;
-    (void)size;
-    ct_share_take(&j->share, rank, &lo, &hi);
-    if (lo >= hi) return;
-    long started = ct_monotonic_ns();
-    linear_packed_chunks(j->out, j->inp, j->pk, j->bias, (ct_int)lo, (ct_int)hi, j->K, j->N);
-    ct_share_done(&j->share, rank, ct_monotonic_ns() - started);
+    const packed_job *j = arg;
+    linear_packed_chunks(j->out, j->inp, j->pk, j->bias, (ct_int)r0, (ct_int)r1, j->K, j->N);
 }
 
 /* out (M, N) = inp (M, K) weight^T + bias through the packed kernel; returns
@@ -78,14 +73,8 @@ static int linear_forward_packed(float *out, const float *inp, const float *weig
     ct_packed pk;
     if (ct_packed_init(&pk, weight, N, K, 1) != 0) return 1; /* out of memory: the GEMM needs none */
     int threads = ct_split_threads(ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here()), (int)M);
-    if (threads <= 1) {
-        linear_packed_chunks(out, inp, &pk, bias, 0, M, K, N);
-    } else {
-        packed_job job = {out, inp, bias, &pk, K, N, {0}};
-        ct_share_init(&job.share, M, threads, threads, CT_SPLIT_ALIGN);
-        ct_parallel_run(threads, threads, packed_rows, &job);
-        ct_share_learn(&job.share);
-    }
+    packed_job job = {out, inp, bias, &pk, K, N};
+    ct_parallel_shares(M, threads, threads, CT_SPLIT_ALIGN, packed_rows, &job);
     ct_packed_free(&pk);
     return 0;
 }

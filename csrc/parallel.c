@@ -309,7 +309,7 @@ static unsigned wait_for_job(unsigned seen)
     return job;
 }
 
-/* 0 on a caller's thread; i on worker i (1, 2, ...): ct_share's speed slot. */
+/* 0 on a caller's thread; i on worker i (1, 2, ...): its slot in the speeds of ct_parallel_shares. */
 static __thread int pool_thread_index;
 
 static void *worker_main(void *arg)
@@ -403,7 +403,11 @@ void ct_parallel_rows(ptrdiff_t n, double flops, ct_rows_fn fn, void *ctx)
     ct_parallel_run(blocks, threads, rows_rank, &job);
 }
 
-/* ---- ct_share (parallel.h) -------------------------------------------------
+/* ---- ct_parallel_shares (parallel.h) ---------------------------------------
+ * A share splits one job's extent: its ranks take contiguous parts in the
+ * order they start (share_take), each as long as its thread's speed over the
+ * sum of the job's threads' speeds, and time them (share_done); after the
+ * job, share_learn folds the times into the speeds.
  * speed[i]: thread i's speed relative to the other threads of recent split
  * jobs (1: as fast as their mean), an exponential average over jobs.  Data
  * races between callers of different Python threads only blur the average
@@ -415,7 +419,18 @@ void ct_parallel_rows(ptrdiff_t n, double flops, ct_rows_fn fn, void *ctx)
 static double share_speed[CT_PARALLEL_MAX]; /* 0: not measured yet (1) */
 static int share_pinned; /* ct_share_pin: speeds set, not learnt, used in load-blind mode too */
 
-long ct_monotonic_ns(void) { return monotonic_ns(); }
+#define CT_SHARE_MAX CT_PARALLEL_MAX
+typedef struct {
+    unsigned long long word; /* parts taken (high 16 bits) and the next edge (low 48 bits) */
+    ptrdiff_t extent, align;
+    int size;
+    double speed_sum;        /* the speeds of the job's threads (caller, workers 1 ..), times size / threads */
+    struct {
+        int thread;          /* 0: the caller; i: worker i */
+        ptrdiff_t len;
+        long ns;
+    } part[CT_SHARE_MAX];
+} ct_share;
 
 static double speed_of(int thread)
 {
@@ -448,7 +463,7 @@ int ct_share_pin(const double *speeds, int n, double *previous, int n_previous)
     return 0;
 }
 
-void ct_share_init(ct_share *share, ptrdiff_t extent, int size, int threads, ptrdiff_t align)
+static void share_init(ct_share *share, ptrdiff_t extent, int size, int threads, ptrdiff_t align)
 {
     size = size < 1 ? 1 : size > CT_SHARE_MAX ? CT_SHARE_MAX : size;
     threads = threads < 1 ? 1 : threads > CT_PARALLEL_MAX ? CT_PARALLEL_MAX : threads;
@@ -462,7 +477,7 @@ void ct_share_init(ct_share *share, ptrdiff_t extent, int size, int threads, ptr
 
 /* The rank's part: its thread's share of the whole extent, from the next
  * free edge; the last part to be taken runs to the end. */
-void ct_share_take(ct_share *share, int rank, ptrdiff_t *lo, ptrdiff_t *hi)
+static void share_take(ct_share *share, int rank, ptrdiff_t *lo, ptrdiff_t *hi)
 {
     int thread = pool_thread_index < CT_PARALLEL_MAX ? pool_thread_index : 0;
     double speed = share_equal() ? 1.0 : speed_of(thread);
@@ -481,26 +496,31 @@ void ct_share_take(ct_share *share, int rank, ptrdiff_t *lo, ptrdiff_t *hi)
     if (rank >= 0 && rank < share->size) share->part[rank].thread = thread, share->part[rank].len = end - begin;
 }
 
-void ct_share_done(ct_share *share, int rank, long ns)
+static void share_done(ct_share *share, int rank, long ns)
 {
     if (rank >= 0 && rank < share->size) share->part[rank].ns = ns;
 }
 
-/* Each thread that ran a part: its rate (extent per ns) over the job's mean
- * rate, into its average.  Jobs run by one thread alone teach nothing. */
-void ct_share_learn(const ct_share *share)
+/* Whether rank r is the first part its thread ran in this job. */
+static int first_part_of_thread(const ct_share *share, int r)
+{
+    for (int q = 0; q < r; q++)
+        if (share->part[q].thread == share->part[r].thread) return 0;
+    return 1;
+}
+
+/* Each thread that ran a part (its first, when it ran two): its rate
+ * (extent per ns) over the job's mean rate, into its average.  Jobs run by
+ * one thread alone teach nothing. */
+static void share_learn(const ct_share *share)
 {
     if (load_blind || share_pinned) return;
     double rate[CT_SHARE_MAX], sum = 0;
     int n = 0;
     for (int r = 0; r < share->size; r++) {
-        rate[r] = 0;
-        if (share->part[r].thread < 0 || share->part[r].len <= 0 || share->part[r].ns <= 0) continue;
-        for (int q = 0; q < r; q++)
-            if (share->part[q].thread == share->part[r].thread) goto next_rank; /* one thread, two parts */
-        rate[r] = (double)share->part[r].len / (double)share->part[r].ns;
-        sum += rate[r], n++;
-    next_rank:;
+        int ran = share->part[r].thread >= 0 && share->part[r].len > 0 && share->part[r].ns > 0;
+        rate[r] = ran && first_part_of_thread(share, r) ? (double)share->part[r].len / (double)share->part[r].ns : 0;
+        if (rate[r] > 0) sum += rate[r], n++;
     }
     if (n < 2) return;
     for (int r = 0; r < share->size; r++) {
@@ -511,4 +531,35 @@ void ct_share_learn(const ct_share *share)
         v = v < CT_SHARE_SPEED_MIN ? CT_SHARE_SPEED_MIN : v > CT_SHARE_SPEED_MAX ? CT_SHARE_SPEED_MAX : v;
         __atomic_store(&share_speed[t], &v, __ATOMIC_RELAXED);
     }
+}
+
+typedef struct {
+    ct_share share;
+    ct_rows_fn fn;
+    void *ctx;
+} shares_job;
+
+static void shares_rank(void *arg, int rank, int size)
+{
+    shares_job *job = arg;
+    ptrdiff_t begin, end;
+    (void)size;
+    share_take(&job->share, rank, &begin, &end);
+    if (begin >= end) return;
+    long started = monotonic_ns();
+    job->fn(job->ctx, begin, end);
+    share_done(&job->share, rank, monotonic_ns() - started);
+}
+
+void ct_parallel_shares(ptrdiff_t extent, int parts, int threads, ptrdiff_t align, ct_rows_fn fn, void *ctx)
+{
+    if (extent <= 0) return;
+    if (threads <= 1 || parts <= 1) {
+        fn(ctx, 0, extent);
+        return;
+    }
+    shares_job job = {.fn = fn, .ctx = ctx};
+    share_init(&job.share, extent, parts, threads, align);
+    ct_parallel_run(job.share.size, threads, shares_rank, &job);
+    share_learn(&job.share);
 }

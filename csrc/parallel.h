@@ -69,41 +69,22 @@ void ct_parallel_rows(ptrdiff_t n, double flops, ct_rows_fn fn, void *ctx);
  * On a machine shared with other guests the two cores do not run at the same
  * speed: measured here, in the d512 training step, the worker's halves of
  * the split GEMMs took 1.3x the caller's for seconds on end, and the caller
- * waited for them (0.2 s of a 1 s step).  A ct_share splits a job's extent
- * into contiguous parts taken by its ranks in the order they start, each as
- * long as its thread's speed relative to the others' (learnt from earlier
- * jobs by ct_share_learn); the last part taken ends at the extent, so the
- * parts always cover it exactly once.  Lengths are multiples of `align`.
- * Load-blind mode (ct_threads_set_load_blind) uses equal parts: the split
- * then repeats run to run.  Each rank does
- *     ct_share_take(&share, rank, &lo, &hi);  ...work on [lo, hi)...;  ct_share_done(&share, rank, ns);
- * and the caller, after ct_parallel_run, ct_share_learn(&share). */
-#define CT_SHARE_MAX 64
-typedef struct {
-    unsigned long long word; /* parts taken (high 16 bits) and the next edge (low 48 bits) */
-    ptrdiff_t extent, align;
-    int size;
-    double speed_sum;        /* the speeds of the job's threads (caller, workers 1 ..), times size / threads */
-    struct {
-        int thread;          /* 0: the caller; i: worker i */
-        ptrdiff_t len;
-        long ns;
-    } part[CT_SHARE_MAX];
-} ct_share;
-
-/* `size` parts (ranks) for a job run on `threads` threads. */
-void ct_share_init(ct_share *share, ptrdiff_t extent, int size, int threads, ptrdiff_t align);
-void ct_share_take(ct_share *share, int rank, ptrdiff_t *lo, ptrdiff_t *hi);
-void ct_share_done(ct_share *share, int rank, long ns);
-void ct_share_learn(const ct_share *share);
+ * waited for them (0.2 s of a 1 s step).  ct_parallel_shares calls
+ * fn(ctx, begin, end) over [0, extent) in `parts` contiguous blocks on
+ * `threads` threads of the pool, the blocks taken in the order the ranks
+ * start, each as long as its thread's speed relative to the others' (learnt
+ * from the earlier calls, each thread timed on its block); the last block
+ * taken ends at the extent, so the blocks cover it exactly once.  Lengths
+ * are multiples of `align` (the last excepted).  Load-blind mode
+ * (ct_threads_set_load_blind) uses equal blocks: the split then repeats run
+ * to run.  With threads or parts 1, fn(ctx, 0, extent) on the caller. */
+void ct_parallel_shares(ptrdiff_t extent, int parts, int threads, ptrdiff_t align, ct_rows_fn fn, void *ctx);
 /* Tests and benchmarks: speeds (n of them, thread 0 the caller; each within
  * [1/3, 3]) used from now on instead of the learnt ones, in load-blind mode
  * too; NULL forgets every speed and learns again.  The speeds before go to
  * previous[0 .. n_previous).  Returns -1 (nothing changed) for a speed out
  * of range. */
 int ct_share_pin(const double *speeds, int n, double *previous, int n_previous);
-/* CLOCK_MONOTONIC in nanoseconds (for ct_share_done). */
-long ct_monotonic_ns(void);
 
 /* Threads (1 .. ceiling) worth using for one ct_parallel_run job of `flops`
  * work: the pool's workers stay awake between the kernels of a step, so a

@@ -284,23 +284,13 @@ typedef struct {
     const real *b_hh;
     const real *dout;
     real *dh, *dc, *dgi, *dgh;
-    ct_share share; /* each sweeper's block of rows, by the threads' measured speeds (parallel.h) */
 } FN(sweep);
 
-/* The sweeper's block of batch rows [b0, b1) (ct_share: the rows are independent). */
-static void FN(row_block)(FN(sweep) *w, int rank, ct_int *b0, ct_int *b1)
+/* The sweepers, each on its block of batch rows (the rows are independent),
+ * sized by the threads' measured speeds (ct_parallel_shares). */
+static void FN(run_sweeps)(FN(sweep) *w, int sweepers, ct_rows_fn fn)
 {
-    ptrdiff_t lo, hi;
-    ct_share_take(&w->share, rank, &lo, &hi);
-    *b0 = (ct_int)lo, *b1 = (ct_int)hi;
-}
-
-/* Runs the sweepers, each on its block of rows, and learns their speeds. */
-static void FN(run_sweeps)(FN(sweep) *w, int sweepers, ct_parallel_fn fn)
-{
-    ct_share_init(&w->share, w->shape->B, sweepers, sweepers, CT_RNN_MIN_ROWS);
-    ct_parallel_run(sweepers, sweepers, fn, w);
-    ct_share_learn(&w->share);
+    ct_parallel_shares(w->shape->B, sweepers, sweepers, CT_RNN_MIN_ROWS, fn, w);
 }
 
 /* One forward step s over rows [b0, b1).
@@ -328,20 +318,16 @@ static void FN(step_forward)(const ct_rnn_shape *s, ct_int step, const real *hpr
     }
 }
 
-static void FN(forward_sweep)(void *ctx, int rank, int size)
+/* The time loop of batch rows [b0, b1). */
+static void FN(forward_sweep)(void *ctx, ptrdiff_t b0, ptrdiff_t b1)
 {
-    FN(sweep) *w = ctx;
-    ct_int B = w->shape->B, H = w->shape->H, b0, b1;
-    (void)size;
-    FN(row_block)(w, rank, &b0, &b1);
-    if (b0 >= b1) return;
-    long started = ct_monotonic_ns();
+    const FN(sweep) *w = ctx;
+    ct_int B = w->shape->B, H = w->shape->H;
     for (ct_int step = 0; step < w->shape->T; step++) {
         FN(step_product)(w->sw, w->hproj + b0 * w->sw->GH, w->v.hs + (step * B + b0) * H, w->b_hh,
                          b1 - b0);
         FN(step_forward)(w->shape, step, w->hproj, w->v, w->out, b0, b1);
     }
-    ct_share_done(&w->share, rank, ct_monotonic_ns() - started);
 }
 
 /* rnn_forward (returns 0, or -1 when out of memory)
@@ -424,19 +410,15 @@ static void FN(step_backward)(const ct_rnn_shape *s, ct_int step, const real *do
     }
 }
 
-static void FN(backward_sweep)(void *ctx, int rank, int size)
+/* The backward time loop of batch rows [b0, b1). */
+static void FN(backward_sweep)(void *ctx, ptrdiff_t b0, ptrdiff_t b1)
 {
-    FN(sweep) *w = ctx;
-    ct_int B = w->shape->B, H = w->shape->H, GH = w->sw->GH, b0, b1;
-    (void)size;
-    FN(row_block)(w, rank, &b0, &b1);
-    if (b0 >= b1) return;
-    long started = ct_monotonic_ns();
+    const FN(sweep) *w = ctx;
+    ct_int B = w->shape->B, H = w->shape->H, GH = w->sw->GH;
     for (ct_int step = w->shape->T - 1; step >= 0; step--) {
         FN(step_backward)(w->shape, step, w->dout, w->v, w->dh, w->dc, w->dgi, w->dgh, b0, b1);
         FN(step_product)(w->sw, w->dh + b0 * H, w->dgh + (step * B + b0) * GH, NULL, b1 - b0);
     }
-    ct_share_done(&w->share, rank, ct_monotonic_ns() - started);
 }
 
 /* rnn_backward (accumulates; returns 0, or -1 when out of memory)

@@ -218,9 +218,9 @@ def test_split_rows_of_decoding_match_one_thread(load_blind):
 
 @pytest.fixture
 def pinned_speeds(load_blind):
-    """Pin the threads' speeds (ct_share, csrc/parallel.h) for one test and
-    learn them afresh after it; in deterministic mode, so that the split
-    happens whatever the machine's load."""
+    """Pin the threads' speeds (ct_parallel_shares, csrc/parallel.h) for one
+    test and learn them afresh after it; in deterministic mode, so that the
+    split happens whatever the machine's load."""
     yield share_speeds
     share_speeds(None)
 

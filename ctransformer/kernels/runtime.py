@@ -1,6 +1,8 @@
 """Thread control shared by our kernels and the bundled OpenBLAS."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .. import _C
 
 
@@ -51,7 +53,7 @@ def pool_threads_for(flops: float, ceiling: int | None = None) -> int:
     return _C.pool_threads_for(float(flops), int(ceiling))
 
 
-def share_speeds(speeds=None) -> tuple:
+def share_speeds(speeds: Sequence[float] | None = None) -> tuple[float, ...]:
     """Pin the relative speeds of the pool's threads (thread 0 the caller,
     then the workers; each within [0.33, 3]) that size the blocks of a split
     GEMM or decoding GEMV, or with None forget them and learn them again from
