@@ -33,18 +33,20 @@
 #else
 
 /* ---- the Linear layers of a decoding step: a few rows ----------------------
- * out (M, N) = x (M, K) w^T + bias for M <= CT_ROW_DOTS_MAX rows (one token
+ * out (M, N) = x (M, K) w^T + bias for M <= CT_FEW_ROWS_MAX rows (one token
  * per sentence or per beam): each row of w is read once for all the rows of
  * x (VROW_DOTS, ct_math.h), so a step's time is that read.  OpenBLAS's GEMM
  * packs (copies) the whole of w for so few rows: on a 2-core Xeon, 1
  * thread, 2048 x 512, 2-8 rows took 3.1-3.5x the time of one row's GEMV;
- * these loops take 1.1-2x, and one row the GEMV's time.  Each output has
- * VROW_DOTS's bits whatever M or the thread count: a sentence decodes to
- * the same bits alone or in a batch, greedily or as one of several beams.
- * 9 or more rows: 12 rows gained, 16-32 lost against OpenBLAS (x no longer
- * in L1), so the GEMM takes them. */
+ * these loops take 1.1-2x, and one row the GEMV's time.  9 to 16 rows go
+ * through grid_range (4 rows of w against 6 rows of x at a time): 0.54-0.89
+ * of OpenBLAS's time (K x N = 512 x 512 .. 2048, 2048 x 512, 128 x 384,
+ * interleaved); at 24-64 rows it was 0.9-1.5x, so from 17 rows the GEMM
+ * takes them.  Each output has VROW_DOTS's bits whatever M or the thread
+ * count: a sentence decodes to the same bits alone or in a batch, greedily
+ * or as one of several beams. */
 
-/* Columns n0 .. n1-1 of out: each row of w read once, every row of x against it. */
+/* Columns n0 .. n1-1 of out for M <= CT_ROW_DOTS_MAX: each row of w read once, every row of x against it. */
 static CT_FMA_CLONES void FN(rows_range)(real *out, const real *x, const real *w, const real *bias, ct_int M,
                                          ct_int K, ct_int N, ct_int n0, ct_int n1)
 {
@@ -63,6 +65,57 @@ static CT_FMA_CLONES void FN(rows_range)(real *out, const real *x, const real *w
     }
 }
 
+/* R (<= GRID_ROWS) rows of x from x against C (1 or GRID_COLS) rows of w from w
+ * (VROW_DOTS_GRID with constant R and C). */
+#define GRID_ROWS 6
+#define GRID_COLS CT_ROW_DOTS_COLS
+CT_INLINE void FN(grid_block)(real *out, ct_int ldo, const real *x, const real *w, const real *bias, ct_int K,
+                              int R, int C)
+{
+#define GRID_CASE(r)                                                         \
+    case r:                                                                  \
+        if (C == GRID_COLS)                                                  \
+            VROW_DOTS_GRID(out, ldo, x, w, bias, K, r, GRID_COLS);           \
+        else                                                                 \
+            VROW_DOTS_GRID(out, ldo, x, w, bias, K, r, 1);                   \
+        break;
+    switch (R) {
+        GRID_CASE(1)
+        GRID_CASE(2)
+        GRID_CASE(3)
+        GRID_CASE(4)
+        GRID_CASE(5)
+        default: GRID_CASE(6)
+    }
+#undef GRID_CASE
+}
+
+/* Columns n0 .. n1-1 of out for M > CT_ROW_DOTS_MAX: GRID_COLS rows of w at a
+ * time (read once from memory, then from L1) against every block of
+ * GRID_ROWS rows of x (from L2), GRID_ROWS x GRID_COLS sums in registers;
+ * leftover rows of w one at a time.  The same bits per output as rows_range. */
+static CT_FMA_CLONES void FN(grid_range)(real *out, const real *x, const real *w, const real *bias, ct_int M,
+                                         ct_int K, ct_int N, ct_int n0, ct_int n1)
+{
+    for (ct_int n = n0; n < n1;) {
+        int cols = n1 - n >= GRID_COLS ? GRID_COLS : 1;
+        for (ct_int i = 0; i < M; i += GRID_ROWS)
+            FN(grid_block)(out + i * N + n, N, x + i * K, w + n * K, bias != NULL ? bias + n : NULL, K,
+                           (int)CT_MIN(GRID_ROWS, M - i), cols);
+        n += cols;
+    }
+}
+
+/* Columns n0 .. n1-1 of out, M <= CT_FEW_ROWS_MAX. */
+static void FN(few_rows_range)(real *out, const real *x, const real *w, const real *bias, ct_int M, ct_int K,
+                               ct_int N, ct_int n0, ct_int n1)
+{
+    if (M <= CT_ROW_DOTS_MAX)
+        FN(rows_range)(out, x, w, bias, M, K, N, n0, n1);
+    else
+        FN(grid_range)(out, x, w, bias, M, K, N, n0, n1);
+}
+
 typedef struct {
     real *out;
     const real *x, *w, *bias;
@@ -73,7 +126,7 @@ typedef struct {
 static void FN(rows_block)(void *arg, ptrdiff_t n0, ptrdiff_t n1)
 {
     const FN(rows_job) *j = arg;
-    FN(rows_range)(j->out, j->x, j->w, j->bias, j->M, j->K, j->N, (ct_int)n0, (ct_int)n1);
+    FN(few_rows_range)(j->out, j->x, j->w, j->bias, j->M, j->K, j->N, (ct_int)n0, (ct_int)n1);
 }
 
 /* decode_linear: the Linear layers of one decoding step
@@ -87,14 +140,14 @@ static void FN(rows_block)(void *arg, ptrdiff_t n0, ptrdiff_t n1)
 void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias, ct_int M,
                        ct_int K, ct_int N)
 {
-    if (M == 0 || M > CT_ROW_DOTS_MAX || K == 0 || N == 0) {
+    if (M == 0 || M > CT_FEW_ROWS_MAX || K == 0 || N == 0) {
         FN(linear_forward)(out, x, w, bias, M, K, N);
         return;
     }
     double work = 8.0 * (double)N * (double)K + 2.0 * (double)M * (double)N * (double)K;
     int threads = ct_split_threads(ct_pool_threads_for(work, ct_threads_ceiling_here()), (int)N);
     if (threads <= 1) {
-        FN(rows_range)(out, x, w, bias, M, K, N, 0, N);
+        FN(few_rows_range)(out, x, w, bias, M, K, N, 0, N);
         return;
     }
     FN(rows_job) job = {out, x, w, bias, M, K, N};

@@ -20,6 +20,10 @@
  *   norms:           norm_w[i], norm_b[i] (E) or NULL, i = 0, 1 (, 2): after
  *                    (post-norm) or before (pre-norm, norm_first) the
  *                    self-attention, cross-attention (if any), feed-forward */
+/* decode_linear's own loops take up to CT_FEW_ROWS_MAX rows (decode.c); more go to the GEMM. */
+#ifndef CT_FEW_ROWS_MAX
+#define CT_FEW_ROWS_MAX 16
+#endif
 typedef struct {
     const void *w_qkv, *b_qkv, *w_o, *b_o;
     const void *w_cq, *b_cq, *w_co, *b_co, *mem_k, *mem_v;

@@ -205,14 +205,14 @@ def test_split_rows_of_decoding_match_one_thread(load_blind):
     weight rows; each output is one thread's dot product, so the split
     changes no bit."""
     rng = np.random.default_rng(6)
-    x = rng.standard_normal((4, 512)).astype(np.float32)
+    x = rng.standard_normal((12, 512)).astype(np.float32)
     w = rng.standard_normal((3000, 512)).astype(np.float32)
     b = rng.standard_normal(3000).astype(np.float32)
     ct.set_num_threads(1)
-    one = [K.decode_linear(x[:M], w, b) for M in (1, 4)]
+    one = [K.decode_linear(x[:M], w, b) for M in (1, 4, 12)]
     for threads in (2, 3):
         ct.set_num_threads(threads)
-        for M, expected in zip((1, 4), one):
+        for M, expected in zip((1, 4, 12), one):
             np.testing.assert_array_equal(K.decode_linear(x[:M], w, b), expected)
 
 

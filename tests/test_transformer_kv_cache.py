@@ -193,9 +193,9 @@ def test_bad_input(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("rows", [1, 3, 9])
+@pytest.mark.parametrize("rows", [1, 3, 9, 17])
 def test_decode_linear_matches_linear(rng, dtype, rows):
-    """Up to 8 rows go through decode.c's dot products, more through the GEMM: same maths as linear_forward."""
+    """Up to 16 rows go through decode.c's dot products, more through the GEMM: same maths as linear_forward."""
     x = rng.standard_normal((rows, 7)).astype(dtype)
     w = rng.standard_normal((5, 7)).astype(dtype)
     b = rng.standard_normal(5).astype(dtype)
@@ -211,20 +211,22 @@ def test_decode_linear_matches_linear(rng, dtype, rows):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("depth", [1, 7, 16, 40, 517])
 def test_decode_linear_rows_are_dot_products_whatever_the_batch(rng, dtype, depth):
-    """Each output of a few rows (M <= 8) is x[m] . w[n] + b[n], computed the
-    same way for every M: a row's bits do not depend on its neighbours.
-    Against float64 within the dot product's error bound; K covers no whole
-    vector (1, 7), exactly one (16 floats, two doubles), whole vectors plus a
-    tail (40, 517): the depth of the dot products."""
+    """Each output of a few rows (M <= 16) is x[m] . w[n] + b[n], computed the
+    same way for every M: a row's bits do not depend on its neighbours, nor on
+    whether its block of weight rows was taken one at a time (M <= 8) or in
+    groups of 4 against 6 rows of x at once (9 to 16 rows; N = 37 leaves a
+    tail of one weight row).  Against float64 within the dot product's error
+    bound; K covers no whole vector (1, 7), exactly one (16 floats, two
+    doubles), whole vectors plus a tail (40, 517): the depth of the dot products."""
     N = 37
-    x = rng.standard_normal((8, depth)).astype(dtype)
+    x = rng.standard_normal((16, depth)).astype(dtype)
     w = rng.standard_normal((N, depth)).astype(dtype)
     b = rng.standard_normal(N).astype(dtype)
     exact = x.astype(np.float64) @ w.astype(np.float64).T + b
     bound = (depth + 2) * np.finfo(dtype).eps * (np.abs(x).astype(np.float64) @ np.abs(w).T + np.abs(b))
-    alone = np.concatenate([K.decode_linear(x[m:m + 1], w, b) for m in range(8)])
+    alone = np.concatenate([K.decode_linear(x[m:m + 1], w, b) for m in range(16)])
     assert (np.abs(alone - exact) <= bound).all()
-    for M in range(2, 9):
+    for M in range(2, 17):
         np.testing.assert_array_equal(K.decode_linear(x[:M], w, b), alone[:M])
     dots = np.concatenate([K.decode_linear(x[m:m + 1], w) for m in range(3)])  # no bias
     assert (np.abs(dots - (exact[:3] - b)) <= bound[:3]).all()
