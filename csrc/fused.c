@@ -205,12 +205,31 @@ static int FN(sparse_enough)(ct_int live, ct_int M)
     return M - live >= CT_MAX(M / 16, 1);
 }
 
+typedef struct {
+    const real *a;
+    ct_int n;
+    int bad; /* set (atomically) by a block that meets inf or NaN */
+} FN(finite_args);
+
+#define CT_FINITE_BLOCK 4096 /* elements per block of all_finite */
+
+static void FN(finite_blocks)(void *ctx, ptrdiff_t b0, ptrdiff_t b1)
+{
+    FN(finite_args) *x = ctx;
+    ct_int begin = (ct_int)b0 * CT_FINITE_BLOCK, end = CT_MIN((ct_int)b1 * CT_FINITE_BLOCK, x->n);
+    if (!FN(row_is_finite)(x->a + begin, end - begin)) __atomic_store_n(&x->bad, 1, __ATOMIC_RELAXED);
+}
+
 /* Is the array a (n) (NULL: empty) free of inf and NaN?  A dead row meets the
  * weights in the dense products (0 * NaN = NaN), so rows are only skipped when
- * the weights are finite. */
+ * the weights are finite.  In blocks on the pool: the feed-forward weights'
+ * scan ran on the caller alone (1 % of a d512 training step at 2 threads). */
 static int FN(all_finite)(const real *a, ct_int n)
 {
-    return a == NULL || FN(row_is_finite)(a, n);
+    if (a == NULL) return 1;
+    FN(finite_args) x = {a, n, 0};
+    ct_parallel_rows((n + CT_FINITE_BLOCK - 1) / CT_FINITE_BLOCK, 2.0 * (double)n, FN(finite_blocks), &x);
+    return !x.bad;
 }
 
 /* What the row copies below read and write (rows r of the compacted block

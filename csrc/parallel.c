@@ -403,6 +403,40 @@ void ct_parallel_rows(ptrdiff_t n, double flops, ct_rows_fn fn, void *ctx)
     ct_parallel_run(blocks, threads, rows_rank, &job);
 }
 
+/* ---- ct_parallel_zero, ct_parallel_copy (parallel.h) ------------------------ */
+#define CT_BYTES_BLOCK 4096 /* a page: blocks never share a cache line */
+
+typedef struct {
+    char *dst;
+    const char *src; /* NULL: zero-fill */
+    size_t bytes;
+} bytes_job;
+
+/* Pages [p0, p1) of the job (the last one may be short). */
+static void bytes_pages(void *ctx, ptrdiff_t p0, ptrdiff_t p1)
+{
+    const bytes_job *j = ctx;
+    size_t begin = (size_t)p0 * CT_BYTES_BLOCK;
+    size_t end = (size_t)p1 * CT_BYTES_BLOCK < j->bytes ? (size_t)p1 * CT_BYTES_BLOCK : j->bytes;
+    if (j->src == NULL)
+        memset(j->dst + begin, 0, end - begin);
+    else
+        memcpy(j->dst + begin, j->src + begin, end - begin);
+}
+
+/* Work of a byte move in the flops of ct_pool_threads_for: 2 per float, as
+ * the row copies of fused.c count theirs. */
+static void bytes_run(char *dst, const char *src, size_t bytes)
+{
+    bytes_job job = {dst, src, bytes};
+    ptrdiff_t pages = (ptrdiff_t)((bytes + CT_BYTES_BLOCK - 1) / CT_BYTES_BLOCK);
+    ct_parallel_rows(pages, 0.5 * (double)bytes, bytes_pages, &job);
+}
+
+void ct_parallel_zero(void *dst, size_t bytes) { bytes_run(dst, NULL, bytes); }
+
+void ct_parallel_copy(void *dst, const void *src, size_t bytes) { bytes_run(dst, src, bytes); }
+
 /* ---- ct_parallel_shares (parallel.h) ---------------------------------------
  * A share splits one job's extent: its ranks take contiguous parts in the
  * order they start (share_take), each as long as its thread's speed over the

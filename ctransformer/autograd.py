@@ -36,6 +36,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from .kernels.runtime import copy_array as _copy_array
+
 # Grad mode is process-wide (a plain flag is the cheapest thing every op
 # can read; torch keeps it per thread, which the tutorials never rely on).
 _grad_enabled = [True]
@@ -444,8 +446,8 @@ def _accumulate_leaf(t, g: np.ndarray) -> None:
         g = g.astype(data.dtype)
     if g.shape != data.shape:
         g = np.broadcast_to(g, data.shape)
-    if cur is None:
-        t.grad = _wrap(np.array(g, order="C", copy=True))  # C-contiguous: optimizers update it in place
+    if cur is None:  # a copy, C-contiguous (optimizers update it in place); an array's on the thread pool
+        t.grad = _wrap(_copy_array(g) if type(g) is np.ndarray else np.array(g, order="C", copy=True))
     else:
         cur._data = cur._data + g
 

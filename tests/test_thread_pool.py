@@ -380,3 +380,61 @@ def test_openblas_itself_stays_on_one_thread():
         assert lib.scipy_openblas_get_num_threads() == 1
     finally:
         ct.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fresh_gradient_buffers_are_zeroed_on_the_pool(load_blind, dtype):
+    """A fresh buffer a backward accumulates into is zero-filled in blocks of
+    pages on the pool (ct_parallel_zero): every byte it does not write stays 0,
+    at any thread count, sizes below and above the split threshold (0.5 MB)
+    and not a whole number of pages.  Filled with garbage first, so a block
+    left unzeroed would show (malloc reuses the freed memory)."""
+    rng = np.random.default_rng(11)
+    for V, D in ((7, 5), (3001, 64), (20011, 33)):
+        ids = np.array([[1, 5], [5, 2]])
+        dout = rng.standard_normal((2, 2, D)).astype(dtype)
+        expected = np.zeros((V, D), dtype)
+        np.add.at(expected, ids, dout)
+        for threads in (1, 2, 3):
+            ct.set_num_threads(threads)
+            np.full((V, D), 7.0, dtype)  # garbage where the next buffer may land
+            got = K.embedding_backward(dout, ids, V)
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_copy_array_copies_on_the_pool(load_blind):
+    """kernels.runtime.copy_array is np.array(a, order="C", copy=True): a new
+    buffer with the same values, dtype and shape (in page blocks on the pool for
+    contiguous float32/float64), and NumPy's copy for anything else."""
+    from ctransformer.kernels.runtime import copy_array
+    rng = np.random.default_rng(12)
+    cases = [rng.standard_normal((3, 4)).astype(np.float32),            # below the split threshold
+             rng.standard_normal((1000, 333)).astype(np.float32),       # 1.3 MB, not whole pages
+             rng.standard_normal((257, 1031)),                          # float64, 2.1 MB
+             rng.standard_normal((600, 700)).astype(np.float32).T,      # not C-contiguous
+             rng.standard_normal(100_001).astype(">f4"),                # big-endian
+             np.arange(300_000, dtype=np.int64).reshape(600, 500),      # not a float
+             np.zeros((0, 5), np.float32)]
+    for threads in (1, 2):
+        ct.set_num_threads(threads)
+        for a in cases:
+            got = copy_array(a)
+            assert got.dtype == a.dtype and got.shape == a.shape and got.flags.c_contiguous
+            assert not np.shares_memory(got, a)
+            np.testing.assert_array_equal(got, a)
+    with pytest.raises(TypeError, match="copy_array: a must be a numpy.ndarray, got list"):
+        copy_array([1.0, 2.0])
+
+
+def test_first_gradient_of_a_leaf_is_its_own_copy():
+    """A leaf's first .grad is a fresh C-contiguous copy (made by copy_array),
+    never the array the backward produced: a second use of that array cannot
+    change it."""
+    w = ct.tensor(np.ones((600, 300), np.float32), requires_grad=True)
+    g = np.full((600, 300), 2.0, np.float32)
+    (w * ct.tensor(g)).sum().backward()
+    assert w.grad.numpy().flags.c_contiguous
+    np.testing.assert_array_equal(w.grad.numpy(), g)
+    first = w.grad.numpy().copy()
+    (w * ct.tensor(g)).sum().backward()  # accumulates in place
+    np.testing.assert_array_equal(w.grad.numpy(), 2 * first)

@@ -1,5 +1,6 @@
 /* args.c - argument checks shared by every binding (see ct_py.h). */
 #include "ct_py.h"
+#include "../parallel.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -445,9 +446,18 @@ PyArrayObject *ct_empty(ct_held *held, int typenum, int ndim, const npy_intp *sh
     return (PyArrayObject *)ct_hold(held, PyArray_EMPTY(ndim, (npy_intp *)shape, typenum, 0));
 }
 
+/* Zero-filled on the pool (ct_parallel_zero), the GIL released: calloc's
+ * memset ran on the caller alone. */
 PyArrayObject *ct_zeros(ct_held *held, int typenum, int ndim, const npy_intp *shape)
 {
-    return (PyArrayObject *)ct_hold(held, PyArray_ZEROS(ndim, (npy_intp *)shape, typenum, 0));
+    PyArrayObject *a = (PyArrayObject *)ct_hold(held, PyArray_EMPTY(ndim, (npy_intp *)shape, typenum, 0));
+    if (a == NULL) return NULL;
+    void *data = PyArray_DATA(a);
+    size_t bytes = (size_t)PyArray_NBYTES(a);
+    Py_BEGIN_ALLOW_THREADS
+    ct_parallel_zero(data, bytes);
+    Py_END_ALLOW_THREADS
+    return a;
 }
 
 npy_intp ct_prod(PyArrayObject *a, int start, int stop)

@@ -92,6 +92,28 @@ static PyObject *py_share_speeds(PyObject *self, PyObject *arg)
     return out;
 }
 
+/* copy_array(a) -> a C-ordered copy of a: float32 / float64 in the machine's
+ * order and C-contiguous copied on the pool (parallel.h: ct_parallel_copy),
+ * the GIL released; anything else by NumPy. */
+static PyObject *py_copy_array(PyObject *self, PyObject *arg)
+{
+    if (!PyArray_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "copy_array: a must be a numpy.ndarray, got %s", Py_TYPE(arg)->tp_name);
+    PyArrayObject *a = (PyArrayObject *)arg;
+    int type = PyArray_TYPE(a);
+    if ((type != NPY_FLOAT32 && type != NPY_FLOAT64) || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISNOTSWAPPED(a))
+        return PyArray_NewCopy(a, NPY_CORDER);
+    PyArrayObject *out = (PyArrayObject *)PyArray_EMPTY(PyArray_NDIM(a), PyArray_DIMS(a), type, 0);
+    if (out == NULL) return NULL;
+    void *dst = PyArray_DATA(out);
+    const void *src = PyArray_DATA(a);
+    size_t bytes = (size_t)PyArray_NBYTES(a);
+    Py_BEGIN_ALLOW_THREADS
+    ct_parallel_copy(dst, src, bytes);
+    Py_END_ALLOW_THREADS
+    return (PyObject *)out;
+}
+
 static PyObject *py_blas_config(PyObject *self, PyObject *unused)
 {
 #ifdef CT_BLAS_SCIPY
@@ -134,6 +156,7 @@ static PyMethodDef base_methods[] = {
     {"share_speeds", py_share_speeds, METH_O,
      "Pin the threads' relative speeds that size a split product's blocks (None: learn them again); "
      "returns the previous speeds of threads 0-7."},
+    {"copy_array", py_copy_array, METH_O, "A C-ordered copy of an array (float32/float64 copied on the pool)."},
     {"blas_config", py_blas_config, METH_NOARGS, "Which OpenBLAS this build links."},
     {NULL, NULL, 0, NULL},
 };

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from .. import _C
 
 
@@ -68,6 +70,13 @@ def share_speeds(speeds: Sequence[float] | None = None) -> tuple[float, ...]:
     if speeds is not None:
         speeds = [float(v) for v in speeds]
     return _C.share_speeds(speeds)
+
+
+def copy_array(a: np.ndarray) -> np.ndarray:
+    """A C-ordered copy of ``a`` (``np.array(a, order="C", copy=True)``): a
+    contiguous float32 or float64 array is copied in blocks on the thread
+    pool, the GIL released; any other array by NumPy."""
+    return _C.copy_array(a)
 
 
 def blas_config() -> str:
