@@ -54,16 +54,33 @@ void FN(dropout_forward)(real *out, uint8_t *mask, const real *inp, ct_int n, do
     ct_parallel_rows(n, 8.0 * n, FN(dropout_forward_range), &a);
 }
 
+typedef struct {
+    real *dinp;
+    const real *dout;
+    const uint8_t *mask;
+    double p;
+} FN(dropout_grad_args);
+
+/* Elements [i0, i1) of dropout_backward (a block of ct_parallel_rows). */
+static CT_VECTOR_CLONES void FN(dropout_backward_range)(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
+{
+    const FN(dropout_grad_args) *a = ctx;
+    real *restrict dinp = a->dinp;
+    const real *restrict dout = a->dout;
+    const uint8_t *restrict mask = a->mask;
+    real scale = FN(dropout_scale)(a->p);
+    for (ptrdiff_t i = i0; i < i1; i++) dinp[i] += dout[i] * (mask[i] ? scale : (real)0);
+}
+
 /* dropout_backward (accumulates)
  *   dout (n), mask (n) from forward
  *   dinp (n) += dout * mask / (1 - p)
+ * In blocks on the pool (it ran on the caller alone while the worker waited).
  */
-CT_VECTOR_CLONES
-void FN(dropout_backward)(real *restrict dinp, const real *restrict dout, const uint8_t *restrict mask,
-                          ct_int n, double p)
+void FN(dropout_backward)(real *dinp, const real *dout, const uint8_t *mask, ct_int n, double p)
 {
-    real scale = FN(dropout_scale)(p);
-    for (ct_int i = 0; i < n; i++) dinp[i] += dout[i] * (mask[i] ? scale : (real)0);
+    FN(dropout_grad_args) a = {dinp, dout, mask, p};
+    ct_parallel_rows(n, 3.0 * n, FN(dropout_backward_range), &a);
 }
 
 #endif

@@ -335,7 +335,9 @@ def _cross_entropies(rng, dtype):
 
 def _row_kernels(dtype):
     """The row kernels that split their rows over the pool, on inputs big
-    enough for it (>= 1 MFLOP of work), with NaN / -inf rows among them."""
+    enough for it (>= 1 MFLOP of work), with NaN / -inf rows among them; also
+    dropout's backward, a Linear's dbias (column blocks) and the packing of a
+    float32 Linear's weight (panels on the pool)."""
     rng = np.random.default_rng(8)
     x = rng.standard_normal((1000, 96)).astype(dtype)
     x[7, 3] = np.nan
@@ -343,7 +345,12 @@ def _row_kernels(dtype):
     r = rng.standard_normal((1000, 96)).astype(dtype)
     w, b = rng.standard_normal(96).astype(dtype), rng.standard_normal(96).astype(dtype)
     big = rng.standard_normal((3001, 700)).astype(dtype)
+    dropped, mask = K.dropout_forward(big, 0.3, 12, offset=5)
+    wide = rng.standard_normal((1000, 1001)).astype(dtype)  # dbias: columns in blocks of 16, one short
     return [*K.layernorm_forward(r, w, b), *K.add_layernorm_forward(r, x[::-1].copy(), w, b),
+            K.dropout_backward(big[::-1].copy(), mask, 0.3), K.dropout_backward(big, mask, 0.3, big.copy()),
+            K.linear_backward(wide, x, rng.standard_normal((1001, 96)).astype(dtype), need_dinp=False)[2],
+            K.linear_forward(x, big[:, :96].copy()),  # float32: the packed kernel, 94 panels
             *_layernorm_backwards(rng, dtype), *_cross_entropies(rng, dtype),
             K.softmax_forward(x), K.log_softmax_forward(x), K.bias_act_forward(x, b, "relu"),
             K.bias_act_forward(x, b, "gelu"), K.bias_act_forward(x, None, "gelu", "tanh"),
