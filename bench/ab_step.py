@@ -40,7 +40,20 @@ def load_extension(lib_dir: str):
     spec = importlib.util.spec_from_file_location("ctransformer._C", paths[0])
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    for name, fallback in OLDER_BUILDS.items():
+        if not hasattr(module, name):
+            setattr(module, name, fallback)
     return module
+
+
+def _numpy_copy(a):
+    import numpy as np
+    return np.array(a, order="C", copy=True)
+
+
+# Functions of _C that the Python layer calls and an older build lacks: what
+# that build's Python did instead.
+OLDER_BUILDS = {"copy_array": _numpy_copy}
 
 
 def demo_trainer(ct):
