@@ -151,8 +151,9 @@ def test_recurrent_blocks_by_speed(speeds):
             np.testing.assert_allclose(g2, g1, rtol=2e-5, atol=2e-6)
 
 
-LINEAR_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (768, 64, 192), (100, 256, 65), (40, 257, 20),
-                 (1100, 256, 40)]
+# K 37 and 100: whole 16 x 16 blocks of the AVX-512 packing plus a tail of K, in panels 32 and 13 / 6 wide
+LINEAR_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (768, 64, 192), (100, 256, 65), (50, 37, 45), (20, 100, 70),
+                 (40, 257, 20), (1100, 256, 40)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
