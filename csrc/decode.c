@@ -38,11 +38,13 @@
  * x (VROW_DOTS, ct_math.h), so a step's time is that read.  OpenBLAS's GEMM
  * packs (copies) the whole of w for so few rows: on a 2-core Xeon, 1
  * thread, 2048 x 512, 2-8 rows took 3.1-3.5x the time of one row's GEMV;
- * these loops take 1.1-2x, and one row the GEMV's time.  9 to 16 rows go
- * through grid_range (4 rows of w against 6 rows of x at a time): 0.54-0.89
- * of OpenBLAS's time (K x N = 512 x 512 .. 2048, 2048 x 512, 128 x 384,
- * interleaved); at 24-64 rows it was 0.9-1.5x, so from 17 rows the GEMM
- * takes them.  Each output has VROW_DOTS's bits whatever M or the thread
+ * these loops take 1.1-2x, and one row the GEMV's time.  9 to 16 rows with
+ * K > 256 go through grid_range (4 rows of w against 6 rows of x at a
+ * time): 0.45-0.96 of OpenBLAS's time (K x N = 512 x 512 .. 2048, 2048 x
+ * 512, interleaved); at 24-64 rows it was 0.9-1.5x, so from 17 rows
+ * linear_forward takes them.  So does K <= 256, where linear_forward's
+ * packed kernel (float32, AVX-512) was faster: K 128, N 384: the grid took
+ * 1.12-1.41x its time, K 64, N 256 0.93-1.03x.  Each output has VROW_DOTS's bits whatever M or the thread
  * count: a sentence decodes to the same bits alone or in a batch, greedily
  * or as one of several beams. */
 
@@ -64,6 +66,8 @@ static CT_FMA_CLONES void FN(rows_range)(real *out, const real *x, const real *w
         }
     }
 }
+
+#define CT_GRID_MIN_K 257 /* below, 9+ rows go to linear_forward (see above) */
 
 /* R (<= GRID_ROWS) rows of x from x against C (1 or GRID_COLS) rows of w from w
  * (VROW_DOTS_GRID with constant R and C). */
@@ -140,7 +144,8 @@ static void FN(rows_block)(void *arg, ptrdiff_t n0, ptrdiff_t n1)
 void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias, ct_int M,
                        ct_int K, ct_int N)
 {
-    if (M == 0 || M > CT_FEW_ROWS_MAX || K == 0 || N == 0) {
+    int few = M <= CT_ROW_DOTS_MAX || (M <= CT_FEW_ROWS_MAX && K >= CT_GRID_MIN_K);
+    if (M == 0 || !few || K == 0 || N == 0) {
         FN(linear_forward)(out, x, w, bias, M, K, N);
         return;
     }

@@ -20,7 +20,8 @@
  *   norms:           norm_w[i], norm_b[i] (E) or NULL, i = 0, 1 (, 2): after
  *                    (post-norm) or before (pre-norm, norm_first) the
  *                    self-attention, cross-attention (if any), feed-forward */
-/* decode_linear's own loops take up to CT_FEW_ROWS_MAX rows (decode.c); more go to the GEMM. */
+/* decode_linear's own loops take up to CT_FEW_ROWS_MAX rows (decode.c: 9 or more only for K > 256);
+ * more go to the GEMM. */
 #ifndef CT_FEW_ROWS_MAX
 #define CT_FEW_ROWS_MAX 16
 #endif
