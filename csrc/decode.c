@@ -44,9 +44,10 @@
  * 512, interleaved); at 24-64 rows it was 0.9-1.5x, so from 17 rows
  * linear_forward takes them.  So does K <= 256, where linear_forward's
  * packed kernel (float32, AVX-512) was faster: K 128, N 384: the grid took
- * 1.12-1.41x its time, K 64, N 256 0.93-1.03x.  Each output has VROW_DOTS's bits whatever M or the thread
- * count: a sentence decodes to the same bits alone or in a batch, greedily
- * or as one of several beams. */
+ * 1.12-1.41x its time, K 64, N 256 0.93-1.03x.  Each output of these loops
+ * has VROW_DOTS's bits whatever M or the thread count: a sentence decodes to
+ * the same bits alone or among up to 8 rows (16 for K > 256), greedily or as
+ * one of several beams. */
 
 /* Columns n0 .. n1-1 of out for M <= CT_ROW_DOTS_MAX: each row of w read once, every row of x against it. */
 static CT_FMA_CLONES void FN(rows_range)(real *out, const real *x, const real *w, const real *bias, ct_int M,

@@ -81,18 +81,18 @@ __attribute__((target("avx512f"))) static void transpose16_avx512(float *dst, ct
 }
 #endif
 
-/* Columns [c0, cols) of one panel from rows n0 + c of w (N, K): column c of
- * the panel is row n0 + c of w, read whole. */
-static void pack_columns_nk(float *dst, const float *w, int nr, ct_int K, ct_int n0, ct_int c0, ct_int cols)
+/* Columns [c0, c1), depths [k0, K) of one panel from rows n0 + c of w (N, K):
+ * column c of the panel is row n0 + c of w. */
+static void pack_columns_nk(float *dst, const float *w, int nr, ct_int K, ct_int n0, ct_int c0, ct_int c1, ct_int k0)
 {
-    for (ct_int c = c0; c < cols; c++) {
+    for (ct_int c = c0; c < c1; c++) {
         const float *src = w + (n0 + c) * K;
-        for (ct_int k = 0; k < K; k++) dst[k * nr + c] = src[k];
+        for (ct_int k = k0; k < K; k++) dst[k * nr + c] = src[k];
     }
 }
 
 /* One panel of w (N, K) (w_is_nk): whole 16 x 16 blocks transposed with
- * AVX-512 where the panel is 32 wide, the rest column by column. */
+ * AVX-512, the rest (a K tail, columns past the last 16) one by one. */
 static void pack_panel_nk(float *dst, const float *w, int nr, int isa, ct_int K, ct_int n0, ct_int cols)
 {
     ct_int c0 = 0;
@@ -102,14 +102,13 @@ static void pack_panel_nk(float *dst, const float *w, int nr, int isa, ct_int K,
         for (; c0 + 16 <= cols; c0 += 16) {
             for (ct_int k = 0; k < k_whole; k += 16)
                 transpose16_avx512(dst + k * nr + c0, nr, w + (n0 + c0) * K + k, K);
-            for (ct_int c = c0; c < c0 + 16; c++) /* the last K mod 16 of these rows */
-                for (ct_int k = k_whole; k < K; k++) dst[k * nr + c] = w[(n0 + c) * K + k];
+            pack_columns_nk(dst, w, nr, K, n0, c0, c0 + 16, k_whole);
         }
     }
 #else
     (void)isa;
 #endif
-    pack_columns_nk(dst, w, nr, K, n0, c0, cols);
+    pack_columns_nk(dst, w, nr, K, n0, c0, cols, 0);
 }
 
 typedef struct {

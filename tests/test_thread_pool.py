@@ -434,14 +434,16 @@ def test_copy_array_copies_on_the_pool(load_blind):
 
 
 def test_first_gradient_of_a_leaf_is_its_own_copy():
-    """A leaf's first .grad is a fresh C-contiguous copy (made by copy_array),
-    never the array the backward produced: a second use of that array cannot
-    change it."""
+    """A leaf's first .grad is a fresh C-contiguous copy (made by copy_array,
+    on the pool for this 0.7 MB one), never the gradient array handed to the
+    engine: changing that array afterwards leaves .grad alone, and a second
+    backward adds to it."""
     w = ct.tensor(np.ones((600, 300), np.float32), requires_grad=True)
-    g = np.full((600, 300), 2.0, np.float32)
-    (w * ct.tensor(g)).sum().backward()
-    assert w.grad.numpy().flags.c_contiguous
-    np.testing.assert_array_equal(w.grad.numpy(), g)
-    first = w.grad.numpy().copy()
-    (w * ct.tensor(g)).sum().backward()  # accumulates in place
-    np.testing.assert_array_equal(w.grad.numpy(), 2 * first)
+    given = np.full((600, 300), 2.0, np.float32)
+    w.backward(ct.from_numpy(given))  # the engine receives this very array
+    grad = w.grad.numpy()
+    assert grad.flags.c_contiguous and not np.shares_memory(grad, given)
+    given[:] = 5.0
+    np.testing.assert_array_equal(grad, np.full((600, 300), 2.0, np.float32))
+    w.backward(ct.tensor(given))
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((600, 300), 7.0, np.float32))
