@@ -12,7 +12,7 @@ from ..nn.module import Module
 from ..nn.modules import Embedding, LayerNorm, Linear
 from ..nn.transformer import TransformerEncoder, TransformerEncoderLayer
 from ..tensor import Tensor
-from .cache import DecoderCache, SelfCache, encoder_layer_step, output_step
+from .cache import DecoderCache, SelfCache, embed_step, encoder_layer_step, norm_step, output_step
 
 
 class DecoderLM(Module):
@@ -69,12 +69,11 @@ class DecoderLM(Module):
             raise IndexError(f"DecoderLM.decode_step: the cache holds {cache.max_len} tokens; position {t} "
                              "is past its end")
         with no_grad():
-            x = self.embed(tok)._data * math.sqrt(self.d_model)
-            x = x + self.pos_encoder.pe._data[t].astype(x.dtype)
+            x = embed_step(self.embed, tok, math.sqrt(self.d_model), self.pos_encoder.pe._data, t)
             for layer, c in zip(self.blocks.layers, cache.self_caches):
                 x = encoder_layer_step(layer, x, c, t)
             if self.blocks.norm is not None:
-                x = self.blocks.norm(Tensor._wrap(x))._data
+                x = norm_step(self.blocks.norm, x)
             logits = output_step(self.lm_head, x)
         cache.t = t + 1
         return logits

@@ -14,7 +14,7 @@ from ..nn.module import Module
 from ..nn.modules import Embedding, LayerNorm, Linear
 from ..nn.transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
 from ..tensor import Tensor
-from .cache import DecoderCache, SelfCache, cross_kv, decoder_layer_step, output_step
+from .cache import DecoderCache, SelfCache, cross_kv, decoder_layer_step, embed_step, norm_step, output_step
 
 
 def _ids(x, fn: str, arg: str) -> Tensor:
@@ -139,12 +139,11 @@ class TranslationTransformer(Module):
             raise IndexError(f"TranslationTransformer.decode_step: the cache holds {cache.max_len} tokens; "
                              f"position {t} is past its end")
         with no_grad():
-            x = self.tgt_embed(tok)._data * math.sqrt(self.d_model)
-            x = x + self.pos_encoder.pe._data[t].astype(x.dtype)
+            x = embed_step(self.tgt_embed, tok, math.sqrt(self.d_model), self.pos_encoder.pe._data, t)
             for layer, c, mkv in zip(self.decoder.layers, cache.self_caches, cache.mem_kv):
                 x = decoder_layer_step(layer, x, c, mkv, cache.mem_pad, t)
             if self.decoder.norm is not None:
-                x = self.decoder.norm(Tensor._wrap(x))._data
+                x = norm_step(self.decoder.norm, x)
             logits = output_step(self.generator, x)
         cache.t = t + 1
         return logits
