@@ -1,7 +1,8 @@
 /* linear.c - fully connected layer and batched matrix product.
  * GEMMs go to OpenBLAS, except the float32 forward of a layer whose inner
- * dimension is short (the packed kernel below); everything here is a thin
- * contract around them. */
+ * dimension is short (the packed kernel below) or of 9 to 32 rows (the
+ * weight streamed, the rows packed); everything here is a thin contract
+ * around them. */
 #ifndef CT_TEMPLATE_PASS
 #include "packed_gemm.h"
 #include "parallel.h"
@@ -62,6 +63,72 @@ static void packed_rows(void *arg, ptrdiff_t r0, ptrdiff_t r1)
     linear_packed_chunks(j->out, j->inp, j->pk, j->bias, (ct_int)r0, (ct_int)r1, j->K, j->N);
 }
 
+/* ---- few rows against a large weight: the weight streamed, the rows packed --
+ * With few rows (an encoder's 32-token source while decoding), packing the
+ * weight is most of the work: OpenBLAS's weight copy (sgemm_incopy) was 45 %
+ * of a d512 encoder's time at 1 thread for M = 32 (perf).  Here the roles
+ * swap: the M rows of inp are packed as the kernel's panel (M x K floats),
+ * and the weight's rows are read in place, as the kernel's broadcast rows:
+ *   outT (N, M) = weight (N, K) inp^T   (ct_packed_gemm, w's rows in blocks)
+ *   out[i][n] = outT[n][i] + bias[n]     (transposed back per block)
+ * Each output is the same k-order sum of single FMAs as the packed kernel's,
+ * then the bias, whatever the split.  Threads take contiguous blocks of
+ * weight rows (ct_parallel_shares).  Measured against sgemm on this 2-core
+ * Xeon, interleaved in one process (this / sgemm's time):
+ *   M 32, K x N 512 x 512 / 1536 / 2048 / 8000, 2048 x 512:
+ *     0.58 / 0.66-0.69 / 0.69 / 0.71, 0.54-0.60 at 1 thread; 0.63-0.69 at 2;
+ *   M 16 / 12 / 9, K 512, N 1536: 0.85 / 0.97 / 0.83; M 16, K 2048, N 512: 0.71;
+ *   but M 8 / 4 / 1: 1.08-1.16, M 48: 1.08, M 64: 0.82-0.95 (the weight is
+ *   then streamed once per 32 rows);
+ *   K <= 256 against the packed kernel above (which packs the weight): K 256,
+ *   N 1024 0.84, N 512 0.99; K 128, N 384 / 1000 0.96 / 1.11; K 64 1.10.
+ * Hence 9 to 32 rows with K > 256 (shorter depths keep the packed kernel). */
+#define CT_LINEAR_STREAMED_MIN_M 9
+#define CT_LINEAR_STREAMED_MAX_M 32
+
+typedef struct {
+    float *out, *out_t;
+    const float *weight, *bias;
+    const ct_packed *rows;
+    ct_int M, K, N;
+} streamed_job;
+
+/* Weight rows [n0, n1): their outputs into out_t, then transposed into out. */
+static void streamed_rows(void *arg, ptrdiff_t n0, ptrdiff_t n1)
+{
+    const streamed_job *j = arg;
+    ct_int M = j->M, N = j->N;
+    ct_packed_gemm(j->out_t + n0 * M, M, j->weight + n0 * j->K, j->K, (ct_int)(n1 - n0), j->rows, NULL, 0);
+    for (ct_int i = 0; i < M; i++) {
+        float *row = j->out + i * N;
+        for (ct_int n = (ct_int)n0; n < (ct_int)n1; n++)
+            row[n] = j->out_t[n * M + i] + (j->bias != NULL ? j->bias[n] : 0.0f);
+    }
+}
+
+/* out (M, N) = inp (M, K) weight^T + bias with the weight streamed; returns
+ * 0, or 1 when it does not apply here (out untouched). */
+static int linear_forward_streamed(float *out, const float *inp, const float *weight, const float *bias, ct_int M,
+                                   ct_int K, ct_int N)
+{
+    if (M < CT_LINEAR_STREAMED_MIN_M || M > CT_LINEAR_STREAMED_MAX_M || K <= CT_LINEAR_PACKED_MAX_K ||
+        ct_packed_active_isa() != CT_PACKED_AVX512)
+        return 1;
+    ct_packed rows;
+    if (ct_packed_init(&rows, inp, M, K, 1) != 0) return 1;
+    float *out_t = malloc((size_t)(M * N) * sizeof(float));
+    if (out_t == NULL) {
+        ct_packed_free(&rows);
+        return 1;
+    }
+    int threads = ct_split_threads(ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here()), (int)N);
+    streamed_job job = {out, out_t, weight, bias, &rows, M, K, N};
+    ct_parallel_shares(N, threads, threads, CT_SPLIT_ALIGN, streamed_rows, &job);
+    free(out_t);
+    ct_packed_free(&rows);
+    return 0;
+}
+
 /* out (M, N) = inp (M, K) weight^T + bias through the packed kernel; returns
  * 0, or 1 when it does not apply here (out untouched: take the GEMM). */
 static int linear_forward_packed(float *out, const float *inp, const float *weight, const float *bias, ct_int M,
@@ -98,6 +165,7 @@ void FN(linear_forward)(real *out, const real *inp, const real *weight, const re
         return;
     }
 #if CT_DTYPE_IS_F32
+    if (linear_forward_streamed(out, inp, weight, bias, M, K, N) == 0) return;
     if (linear_forward_packed(out, inp, weight, bias, M, K, N) == 0) return;
 #endif
     /* out = bias rows, then += the product, block by block (GEMM_BIAS, ct_blas.h) */

@@ -153,16 +153,19 @@ def test_recurrent_blocks_by_speed(speeds):
 
 # K 37 and 100: whole 16 x 16 blocks of the AVX-512 packing plus a tail of K, in panels 32 and 13 / 6 wide
 LINEAR_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (768, 64, 192), (100, 256, 65), (50, 37, 45), (20, 100, 70),
-                 (40, 257, 20), (1100, 256, 40)]
+                 (40, 257, 20), (1100, 256, 40),
+                 # 9-32 rows with K > 256: the weight streamed, the rows packed (row and weight-block remainders)
+                 (9, 257, 37), (20, 300, 13), (32, 517, 45), (31, 1030, 70), (8, 300, 20), (33, 300, 20)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
 def test_linear_forward_short_k_every_kernel(isa):
     """float32 linear_forward with K <= 256 and inp up to 1 MB runs the packed
-    kernel on AVX-512 (csrc/linear.c; sgemm otherwise, from K 257 and for the
-    1.1 MB inp of the last shape): with every kernel the
-    CPU has, on shapes with row, column and K remainders, with and without a
-    bias, the float64 product to float32 rounding; a NaN stays in its row."""
+    kernel on AVX-512, 9-32 rows with K > 256 the streamed-weight one
+    (csrc/linear.c; sgemm otherwise: 40 x 257, the 1.1 MB inp, 8 and 33
+    rows): with every kernel the CPU has, on shapes with row, column and K
+    remainders, with and without a bias, the float64 product to float32
+    rounding; a NaN stays in its row."""
     rng = np.random.default_rng(12)
     for m, k, n in LINEAR_SHAPES:
         x = rng.standard_normal((m, k)).astype(np.float32)
@@ -175,23 +178,26 @@ def test_linear_forward_short_k_every_kernel(isa):
             got = K.linear_forward(x, w, bias)
             assert got.dtype == np.float32 and got.shape == (m, n)
             assert (np.abs(got - ref) <= bound).all(), (m, k, n, isa)
-    x = rng.standard_normal((30, 40)).astype(np.float32)
-    x[17, 3] = np.nan
-    got = K.linear_forward(x, rng.standard_normal((50, 40)).astype(np.float32))
-    assert np.isnan(got[17]).all() and np.isfinite(np.delete(got, 17, axis=0)).all()
+    for k in (40, 300):
+        x = rng.standard_normal((30, k)).astype(np.float32)
+        x[17, 3] = np.nan
+        got = K.linear_forward(x, rng.standard_normal((50, k)).astype(np.float32))
+        assert np.isnan(got[17]).all() and np.isfinite(np.delete(got, 17, axis=0)).all()
 
 
-def test_linear_forward_short_k_same_bits_on_any_thread_count():
-    """Each row of the packed forward is one k-order sum whatever the rows'
-    blocks, so splitting them over 2 or 3 threads (in blocks sized by pinned,
-    far-apart speeds too) changes no bit."""
+@pytest.mark.parametrize("m, k", [(1000, 128), (32, 600), (9, 257)], ids=["packed", "streamed32", "streamed9"])
+def test_linear_forward_short_k_same_bits_on_any_thread_count(m, k):
+    """Each output of the packed forward (the weight packed, or the rows
+    packed and the weight streamed) is one k-order sum whatever the blocks,
+    so splitting the rows (the weight's rows) over 2 or 3 threads (in blocks
+    sized by pinned, far-apart speeds too) changes no bit."""
     if CPU_ISA != "avx512":
         pytest.skip("the packed forward runs on AVX-512 only; sgemm agrees to rounding (test_thread_pool.py)")
     from ctransformer.kernels.runtime import share_speeds
     import ctransformer as ct
     rng = np.random.default_rng(13)
-    x = rng.standard_normal((1000, 128)).astype(np.float32)
-    w = rng.standard_normal((300, 128)).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((300, k)).astype(np.float32)
     b = rng.standard_normal(300).astype(np.float32)
     threads = K.get_num_threads()
     ct.use_deterministic_algorithms(True)
