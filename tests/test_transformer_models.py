@@ -220,3 +220,71 @@ def test_lm_trains_and_checks_input():
         lm(ct.zeros(1, 17, dtype=ct.int64))
     with pytest.raises(ValueError, match=r"DecoderLM.init_cache: max_len \(20\) exceeds the model's max_len \(16\)"):
         lm.init_cache(1, 20)
+
+
+# ---------------------------------------------------------------- parameters in one block
+
+def _block_of(a: np.ndarray) -> np.ndarray:
+    while a.base is not None:
+        a = a.base
+    return a
+
+
+@pytest.mark.parametrize("make", [lambda: TranslationTransformer(23, 19, 16, 2, 1, 2, 24, pad_id=0,
+                                                                 tie_embeddings=True),
+                                  lambda: DecoderLM(29, 16, 2, 2, 24, max_len=12)],
+                         ids=["translation", "lm"])
+def test_model_parameters_share_one_aligned_block(make):
+    """Both models keep their parameters as 64-byte aligned, C-contiguous,
+    disjoint views of one array (models/_storage.py); gathering keeps every
+    value, tied weights stay one Parameter, and load_state_dict writes into
+    the block."""
+    from ctransformer.models._storage import gather_parameters
+
+    def check_block(model):
+        params = list(model.parameters())
+        assert len({id(_block_of(p._data)) for p in params}) == 1
+        for p in params:
+            assert p._data.flags.c_contiguous and p._data.ctypes.data % 64 == 0 and p._data.flags.writeable
+        spans = sorted((p._data.ctypes.data, p._data.nbytes) for p in params)
+        assert all(a + n <= b for (a, n), (b, _) in zip(spans, spans[1:]))  # no two views overlap
+        return _block_of(params[0]._data)
+
+    ct.manual_seed(3)
+    model = make()
+    check_block(model)  # gathered when built
+    for p in model.parameters():  # separate arrays again, with new values
+        p._data = np.array(p._data * 3 + 1, copy=True)
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    gather_parameters(model)
+    block = check_block(model)
+    for name, a in model.state_dict().items():
+        np.testing.assert_array_equal(a.numpy(), before[name], err_msg=name)
+    if isinstance(model, TranslationTransformer):
+        assert model.generator.weight is model.tgt_embed.weight
+    model.load_state_dict({k: v * 2 for k, v in before.items()})
+    assert check_block(model) is block
+    for name, a in model.state_dict().items():
+        np.testing.assert_array_equal(a.numpy(), before[name] * 2, err_msg=name)
+
+
+def test_model_in_one_block_trains_as_separate_arrays():
+    """A training step (dropout on, Adam) on the block gives the loss and the
+    updated weights, bit for bit, of the same model with separate arrays."""
+    def step(separate):
+        ct.manual_seed(4)
+        m = TranslationTransformer(31, 31, 16, 2, 1, 1, 24, dropout=0.1, pad_id=1)
+        if separate:
+            for p in m.parameters():
+                p._data = np.array(p._data, copy=True)
+        opt = ct.optim.Adam(m.parameters(), lr=1e-2)
+        rng = np.random.default_rng(0)
+        src, tgt = ct.tensor(rng.integers(2, 31, (3, 5))), ct.tensor(rng.integers(2, 31, (3, 6)))
+        loss = F.cross_entropy(m(src, tgt[:, :-1]).reshape(-1, 31), tgt[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss.item(), [p._data.copy() for p in m.parameters()]
+    (la, pa), (lb, pb) = step(False), step(True)
+    assert la == lb
+    for a, b in zip(pa, pb):
+        np.testing.assert_array_equal(a, b)

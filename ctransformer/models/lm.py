@@ -12,6 +12,7 @@ from ..nn.module import Module
 from ..nn.modules import Embedding, LayerNorm, Linear
 from ..nn.transformer import TransformerEncoder, TransformerEncoderLayer
 from ..tensor import Tensor
+from ._storage import gather_parameters
 from .cache import DecoderCache, SelfCache, embed_step, encoder_layer_step, norm_step, output_step
 
 
@@ -36,6 +37,7 @@ class DecoderLM(Module):
                                         norm_first=norm_first)
         self.blocks = TransformerEncoder(layer, num_layers, LayerNorm(d_model))
         self.lm_head = Linear(d_model, vocab)
+        gather_parameters(self)  # one block: the decoding step streams the weights (models/_storage.py)
 
     def forward(self, ids) -> Tensor:
         x = ids if isinstance(ids, Tensor) else Tensor._wrap(np.asarray(ids))

@@ -14,6 +14,7 @@ from ..nn.module import Module
 from ..nn.modules import Embedding, LayerNorm, Linear
 from ..nn.transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
 from ..tensor import Tensor
+from ._storage import gather_parameters
 from .cache import DecoderCache, SelfCache, cross_kv, decoder_layer_step, embed_step, norm_step, output_step
 
 
@@ -63,6 +64,7 @@ class TranslationTransformer(Module):
         self.generator = Linear(d_model, tgt_vocab)
         if tie_embeddings:
             self.generator.weight = self.tgt_embed.weight
+        gather_parameters(self)  # one block: the decoding step streams the weights (models/_storage.py)
 
     def _embed(self, embed: Embedding, ids: Tensor) -> Tensor:
         return self.pos_encoder(embed(ids) * math.sqrt(self.d_model))
