@@ -190,9 +190,6 @@ CT_INLINE void FN(step_scores)(real *s, const real *q, const real *k, const unsi
     }
 }
 
-/* out (Dv) = softmax(s) @ v over j < len (softmax_row of softmax.c, in place
- * in s); zeros when every key is hidden.  A NaN score makes every p NaN, which
- * reaches out. */
 #define STEP_MIX_BLOCK 64 /* columns of out summed in registers over every j */
 
 /* out[d0 .. d0 + n) = sum_j p_j v_j[d0 ..], j in order; n a constant where
@@ -210,6 +207,9 @@ CT_INLINE void FN(mix_block)(real *out, const real *p, const real *v, const unsi
     memcpy(out + d0, acc, (size_t)n * sizeof(real));
 }
 
+/* out (Dv) = softmax(s) @ v over j < len (softmax_row of softmax.c, in place
+ * in s); zeros when every key is hidden.  A NaN score makes every p NaN, which
+ * reaches out.  Columns in blocks of STEP_MIX_BLOCK (mix_block). */
 CT_INLINE void FN(step_mix)(real *out, real *s, const real *v, const unsigned char *pad, ct_int len,
                             ct_int Dv)
 {
