@@ -257,6 +257,90 @@ def test_fused_lm_step_is_bitwise_the_unfused_one(monkeypatch, norm_first):
     np.testing.assert_array_equal(fused, steps())
 
 
+# ---------------------------------------------------------------- the whole step as one program
+
+def program_steps(m, tokens, program=True):
+    """Logits of every step (B, T, V) and the cache; program=False: module by module."""
+    memory, pad = m.encode(ct.tensor(SRC))
+    cache = m.init_cache(memory, pad, tokens.shape[1])
+    if not program:
+        cache.program = False
+    return np.stack([m.decode_step(ct.tensor(tokens[:, t]), cache)._data for t in range(tokens.shape[1])], 1), cache
+
+
+TOKENS = np.array([[1, 3, 4, 5], [1, 6, 7, 0], [1, 2, 9, 8]])
+
+
+@pytest.mark.parametrize("norm_first, activation, double", [(False, "relu", False), (True, "gelu", True)])
+def test_the_step_program_is_bitwise_the_module_by_module_step(norm_first, activation, double):
+    m = translation(norm_first, activation, double)
+    got, cache = program_steps(m, TOKENS)
+    assert isinstance(cache.program, C.StepProgram)  # the program ran
+    want, other = program_steps(m, TOKENS, program=False)
+    assert other.program is False and all(c.plan[2] == got.dtype for c in other.self_caches)  # fused layers there too
+    np.testing.assert_array_equal(got, want)
+    full = m.decode(ct.tensor(TOKENS), *m.encode(ct.tensor(SRC)))._data
+    np.testing.assert_allclose(got, full, **tol(got.dtype))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_the_lm_step_program_is_bitwise_the_module_by_module_step(norm_first):
+    ct.manual_seed(1)
+    lm = DecoderLM(10, d_model=8, nhead=2, num_layers=2, dim_feedforward=16, max_len=16, dropout=0.1,
+                   norm_first=norm_first).eval()
+    ids = np.array([[1, 2, 3, 4, 5], [6, 7, 8, 9, 1]])
+
+    def steps(program):
+        cache = lm.init_cache(2, 5)
+        if not program:
+            cache.program = False
+        return np.stack([lm.decode_step(ct.tensor(ids[:, t]), cache)._data for t in range(5)], 1), cache
+
+    got, cache = steps(True)
+    assert isinstance(cache.program, C.StepProgram)
+    np.testing.assert_array_equal(got, steps(False)[0])
+    np.testing.assert_allclose(got, lm(ct.tensor(ids))._data, **F32)
+
+
+def _generator_in_a_sequential(m):
+    m.generator = ct.nn.Sequential(m.generator)
+
+
+def _decoder_norm_removed(m):
+    m.decoder.norm = None
+
+
+def _tanh_layer(m):
+    m.decoder.layers[1].activation = ct.nn.Tanh()
+
+
+@pytest.mark.parametrize("change, program", [(_generator_in_a_sequential, False), (_decoder_norm_removed, True),
+                                             (_tanh_layer, False)])
+def test_parts_the_program_does_not_compute_take_the_module_step(change, program):
+    """A part the kernels do not compute (another module, a layer without a
+    plan): no program, the module-by-module step, right logits."""
+    m = translation(False)
+    change(m)
+    got, cache = program_steps(m, TOKENS)
+    assert isinstance(cache.program, C.StepProgram) is program
+    full = m.decode(ct.tensor(TOKENS), *m.encode(ct.tensor(SRC)))._data
+    np.testing.assert_allclose(got, full, **F32)
+
+
+def test_a_program_keeps_up_with_beam_search_expanding_the_cache(monkeypatch):
+    """beam_search's expand swaps the cache's arrays; the program reads them per step."""
+    import ctransformer.models.translation as T
+    m = translation(True, double=True)
+
+    def beams():
+        return [a._data for a in decoding.beam_search(m, SRC, 3, 6, 1, 2, length_penalty=0.6, return_all=True)]
+
+    with_program = beams()
+    monkeypatch.setattr(T, "cached_program", lambda cache, build: None)
+    for a, b in zip(with_program, beams()):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_cache_reorder_in_place_copies_the_moved_rows(rng):
     """DecoderCache.reorder (beam search): row i becomes old row rows[i] in the
     first t slots, as cache_reorder does; bad rows are refused."""

@@ -13,7 +13,8 @@ from ..nn.modules import Embedding, LayerNorm, Linear
 from ..nn.transformer import TransformerEncoder, TransformerEncoderLayer
 from ..tensor import Tensor
 from ._storage import gather_parameters
-from .cache import DecoderCache, SelfCache, embed_step, encoder_layer_step, norm_step, output_step
+from .cache import (DecoderCache, SelfCache, cached_program, embed_step, encoder_layer_step, norm_step, output_step,
+                    step_program)
 
 
 class DecoderLM(Module):
@@ -59,6 +60,10 @@ class DecoderLM(Module):
         dt = self.embed.weight.dtype
         return DecoderCache([SelfCache(batch, H, max_len, self.d_model // H, dt) for _ in self.blocks.layers])
 
+    def _step_scale_pe(self) -> tuple:
+        """(embedding scale, positional table) of a decoding step."""
+        return math.sqrt(self.d_model), self.pos_encoder.pe._data
+
     def decode_step(self, tokens, cache: DecoderCache) -> Tensor:
         """Feed one token per row at position ``cache.t``: tokens (B,) ->
         logits (B, vocab) of the next token (eval semantics, no graph)."""
@@ -70,12 +75,17 @@ class DecoderLM(Module):
         if t >= cache.max_len:
             raise IndexError(f"DecoderLM.decode_step: the cache holds {cache.max_len} tokens; position {t} "
                              "is past its end")
+        prog = cached_program(cache, lambda: step_program(self.embed, *self._step_scale_pe(), self.blocks.layers,
+                                                          self.blocks.norm, self.lm_head, cache))
         with no_grad():
-            x = embed_step(self.embed, tok, math.sqrt(self.d_model), self.pos_encoder.pe._data, t)
-            for layer, c in zip(self.blocks.layers, cache.self_caches):
-                x = encoder_layer_step(layer, x, c, t)
-            if self.blocks.norm is not None:
-                x = norm_step(self.blocks.norm, x)
-            logits = output_step(self.lm_head, x)
+            if prog is not None:
+                logits = Tensor._wrap(prog.run(tok._data, cache, t))
+            else:
+                x = embed_step(self.embed, tok, *self._step_scale_pe(), t)
+                for layer, c in zip(self.blocks.layers, cache.self_caches):
+                    x = encoder_layer_step(layer, x, c, t)
+                if self.blocks.norm is not None:
+                    x = norm_step(self.blocks.norm, x)
+                logits = output_step(self.lm_head, x)
         cache.t = t + 1
         return logits

@@ -15,7 +15,8 @@ from ..nn.modules import Embedding, LayerNorm, Linear
 from ..nn.transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
 from ..tensor import Tensor
 from ._storage import gather_parameters
-from .cache import DecoderCache, SelfCache, cross_kv, decoder_layer_step, embed_step, norm_step, output_step
+from .cache import (DecoderCache, SelfCache, cached_program, cross_kv, decoder_layer_step, embed_step, norm_step,
+                    output_step, step_program)
 
 
 def _ids(x, fn: str, arg: str) -> Tensor:
@@ -128,6 +129,10 @@ class TranslationTransformer(Module):
         pad = src_pad._data if isinstance(src_pad, Tensor) else src_pad
         return DecoderCache(selfs, mem_kv, None if pad is None else np.ascontiguousarray(pad, dtype=bool))
 
+    def _step_scale_pe(self) -> tuple:
+        """(embedding scale, positional table) of a decoding step."""
+        return math.sqrt(self.d_model), self.pos_encoder.pe._data
+
     def decode_step(self, tokens, cache: DecoderCache) -> Tensor:
         """Feed one target token per row: tokens (B,) ids at position
         ``cache.t`` -> logits (B, tgt_vocab) of the next token.  Eval
@@ -140,12 +145,17 @@ class TranslationTransformer(Module):
         if t >= cache.max_len:
             raise IndexError(f"TranslationTransformer.decode_step: the cache holds {cache.max_len} tokens; "
                              f"position {t} is past its end")
+        prog = cached_program(cache, lambda: step_program(self.tgt_embed, *self._step_scale_pe(), self.decoder.layers,
+                                                          self.decoder.norm, self.generator, cache))
         with no_grad():
-            x = embed_step(self.tgt_embed, tok, math.sqrt(self.d_model), self.pos_encoder.pe._data, t)
-            for layer, c, mkv in zip(self.decoder.layers, cache.self_caches, cache.mem_kv):
-                x = decoder_layer_step(layer, x, c, mkv, cache.mem_pad, t)
-            if self.decoder.norm is not None:
-                x = norm_step(self.decoder.norm, x)
-            logits = output_step(self.generator, x)
+            if prog is not None:
+                logits = Tensor._wrap(prog.run(tok._data, cache, t))
+            else:
+                x = embed_step(self.tgt_embed, tok, *self._step_scale_pe(), t)
+                for layer, c, mkv in zip(self.decoder.layers, cache.self_caches, cache.mem_kv):
+                    x = decoder_layer_step(layer, x, c, mkv, cache.mem_pad, t)
+                if self.decoder.norm is not None:
+                    x = norm_step(self.decoder.norm, x)
+                logits = output_step(self.generator, x)
         cache.t = t + 1
         return logits
