@@ -23,6 +23,7 @@
 #ifndef CT_TEMPLATE_PASS
 #include "decode.h"
 #include "ct_blas.h"
+#include "embedding.h"
 #include "ct_math.h"
 #include "fused.h"
 #include "layernorm.h"
@@ -400,6 +401,49 @@ int FN(decode_layer_step)(real *out, const real *x, real *cache_k, real *cache_v
     }
     if (cur != out) memcpy(out, cur, (size_t)(B * E) * sizeof(real));
     free(all);
+    return status;
+}
+
+/* decode_model_step
+ *   ids (B) token ids in [0, V) (checked by the caller), pos the position
+ *   (0 <= pos < P and < every layer's Tmax); m the model (decode.h)
+ *   logits (B, V_out):
+ *     x = emb[ids] * scale + pe[pos]          (in real, as NumPy after embedding_forward)
+ *     x = decode_layer_step(x) for each layer  (slot pos of each cache is written)
+ *     x = layernorm(x) when with_norm
+ *     logits = x out_w^T + out_b               (decode_linear)
+ * One call for a whole decoding step: the kernels StepProgram.run
+ * (models/cache.py) would call, in its order, so the same bits; with no
+ * Python between them (a d512 step's interpreter work and argument checks
+ * ran with their objects evicted by each weight stream).
+ * Returns 0, or -1 when out of memory. */
+int FN(decode_model_step)(real *logits, const int64_t *ids, ct_int pos, const ct_decode_model *m)
+{
+    ct_int B = m->B, E = m->E;
+    real *rows = malloc((size_t)(2 * B * E + 2 * B + 1) * sizeof(real)); /* (+1: never malloc(0)) */
+    if (rows == NULL) return -1;
+    real *x = rows, *y = rows + B * E, *mean = rows + 2 * B * E, *rstd = mean + B;
+    const real *pe_row = (const real *)m->pe + pos * E, scale = (real)m->scale;
+    FN(embedding_forward)(x, ids, m->emb, B, E);
+    for (ct_int b = 0; b < B; b++)
+        for (ct_int j = 0; j < E; j++) { /* two roundings, as x * scale then + pe in NumPy */
+            real scaled = x[b * E + j] * scale;
+            x[b * E + j] = scaled + pe_row[j];
+        }
+    int status = 0;
+    for (int i = 0; i < m->n_layers && status == 0; i++) {
+        status = FN(decode_layer_step)(y, x, m->caches[2 * i], m->caches[2 * i + 1], pos, m->layers[i]);
+        real *swap = x;
+        x = y, y = swap;
+    }
+    if (status == 0) {
+        if (m->with_norm) {
+            FN(layernorm_forward)(y, mean, rstd, x, m->norm_w, m->norm_b, B, E, m->norm_eps);
+            x = y;
+        }
+        FN(decode_linear)(logits, x, m->out_w, m->out_b, B, E, m->V_out);
+    }
+    free(rows);
     return status;
 }
 

@@ -35,6 +35,24 @@ typedef struct {
     int act, norm_first;
     ct_int B, E, H, Tmax, S, F;
 } ct_decode_layer;
+
+/* A whole decoder for decode_model_step: n_layers layers, layer i with its
+ * self-attention cache caches[2i] (keys), caches[2i + 1] (values), each
+ * (B, H_i, Tmax_i, Dh_i); every layer has the model's B and E.
+ *   emb (V, E) the token embedding, scale its factor; pe (P, E) the
+ *   positional table (row pos is added)
+ *   norm_w, norm_b (E) or NULL: the final LayerNorm when with_norm (eps norm_eps)
+ *   out_w (V_out, E), out_b (V_out) or NULL: the output Linear
+ * Arrays of the layers' dtype, as void *. */
+typedef struct {
+    const ct_decode_layer *const *layers;
+    void *const *caches;
+    int n_layers;
+    const void *emb, *pe, *norm_w, *norm_b, *out_w, *out_b;
+    double scale, norm_eps;
+    int with_norm;
+    ct_int B, E, V_out;
+} ct_decode_model;
 #endif
 
 #ifndef CT_TEMPLATE_PASS
@@ -53,4 +71,5 @@ void FN(cache_reorder)(real *out, const real *cache, const int64_t *rows, ct_int
                        ct_int H, ct_int Tmax, ct_int D, ct_int length);
 int FN(decode_layer_step)(real *out, const real *x, real *cache_k, real *cache_v, ct_int pos,
                           const ct_decode_layer *L);
+int FN(decode_model_step)(real *logits, const int64_t *ids, ct_int pos, const ct_decode_model *m);
 #endif

@@ -61,3 +61,102 @@ static int distinct_caches(PyArrayObject *cache_k, PyObject *cache_v, const char
     PyErr_Format(PyExc_ValueError, "%s: cache_k and cache_v must be different arrays", fn);
     return -1;
 }
+
+/* ---- decode_layer_plan / decode_model_step --------------------------------
+ * A plan is a PyCapsule holding one layer's ct_decode_layer, its cache and a
+ * reference to every array the plan's binding held (the arguments, or the
+ * copies ct_input made of them), so the pointers in L stay valid for the
+ * plan's life. */
+#define CT_PLAN_NAME "ctransformer.decode_layer_plan"
+#define CT_DECODE_MAX_LAYERS 256
+
+typedef struct {
+    ct_decode_layer L;
+    void *cache_k, *cache_v;
+    int typenum;
+    int n_refs;
+    PyObject *refs[]; /* n_refs new references */
+} ct_decode_plan;
+
+static void decode_plan_free(PyObject *capsule)
+{
+    ct_decode_plan *plan = PyCapsule_GetPointer(capsule, CT_PLAN_NAME);
+    if (plan == NULL) return;
+    for (int i = 0; i < plan->n_refs; i++) Py_DECREF(plan->refs[i]);
+    PyMem_Free(plan);
+}
+
+/* A new plan of the layer L (dtype t) over cache_k, cache_v, keeping every array in `held`. */
+static PyObject *ct_decode_plan_new(ct_held *held, const ct_decode_layer *L, int t, PyArrayObject *cache_k,
+                                    PyArrayObject *cache_v)
+{
+    ct_decode_plan *plan = PyMem_Malloc(sizeof(ct_decode_plan) + (size_t)held->count * sizeof(PyObject *));
+    if (plan == NULL) return PyErr_NoMemory();
+    plan->L = *L;
+    plan->cache_k = PyArray_DATA(cache_k), plan->cache_v = PyArray_DATA(cache_v);
+    plan->typenum = t;
+    plan->n_refs = held->count;
+    for (int i = 0; i < held->count; i++) {
+        plan->refs[i] = held->items[i].obj;
+        Py_INCREF(plan->refs[i]);
+    }
+    PyObject *capsule = PyCapsule_New(plan, CT_PLAN_NAME, decode_plan_free);
+    if (capsule == NULL) {
+        for (int i = 0; i < plan->n_refs; i++) Py_DECREF(plan->refs[i]);
+        PyMem_Free(plan);
+    }
+    return capsule;
+}
+
+/* The plans of decode_model_step: a tuple of decode_layer_plan objects of
+ * dtype t for B rows of E features, each with pos < its Tmax, no two sharing
+ * a cache; their layers and caches into layers / caches.  Returns their
+ * number, or -1 with an exception set. */
+static int ct_decode_plans(PyObject *plans, const char *fn, int t, npy_intp B, npy_intp E, long long pos,
+                           const ct_decode_layer **layers, void **caches)
+{
+    if (plans == NULL || !PyTuple_Check(plans)) {
+        PyErr_Format(PyExc_TypeError, "%s: plans must be a tuple of decode_layer_plan objects, got %s", fn,
+                     plans ? Py_TYPE(plans)->tp_name : "nothing");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(plans);
+    if (n > CT_DECODE_MAX_LAYERS) {
+        PyErr_Format(PyExc_ValueError, "%s: plans must hold at most %d layers, got %zd", fn,
+                     CT_DECODE_MAX_LAYERS, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *obj = PyTuple_GET_ITEM(plans, i);
+        const ct_decode_plan *p = PyCapsule_IsValid(obj, CT_PLAN_NAME) ? PyCapsule_GetPointer(obj, CT_PLAN_NAME) : NULL;
+        if (p == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s: plans[%zd] must be a decode_layer_plan object, got %s", fn, i,
+                         Py_TYPE(obj)->tp_name);
+            return -1;
+        }
+        if (p->typenum != t) {
+            PyErr_Format(PyExc_TypeError, "%s: plans[%zd] must have emb's dtype %s, got %s", fn, i,
+                         t == NPY_FLOAT32 ? "float32" : "float64", p->typenum == NPY_FLOAT32 ? "float32" : "float64");
+            return -1;
+        }
+        if (p->L.B != B || p->L.E != E) {
+            PyErr_Format(PyExc_ValueError, "%s: plans[%zd] must be for %zd rows (ids.shape[0]) of %zd features "
+                         "(emb.shape[1]), got %zd rows of %zd", fn, i, (Py_ssize_t)B, (Py_ssize_t)E,
+                         (Py_ssize_t)p->L.B, (Py_ssize_t)p->L.E);
+            return -1;
+        }
+        if (pos >= p->L.Tmax) {
+            PyErr_Format(PyExc_IndexError, "%s: pos must be in [0, %zd) (a slot of plans[%zd]'s cache), got %lld",
+                         fn, (Py_ssize_t)p->L.Tmax, i, pos);
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (caches[2 * j] == p->cache_k || caches[2 * j + 1] == p->cache_v) {
+                PyErr_Format(PyExc_ValueError, "%s: plans[%zd] and plans[%zd] must have different caches", fn, j, i);
+                return -1;
+            }
+        layers[i] = &p->L;
+        caches[2 * i] = p->cache_k, caches[2 * i + 1] = p->cache_v;
+    }
+    return (int)n;
+}

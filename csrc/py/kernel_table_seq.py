@@ -125,21 +125,8 @@ LAYER_WEIGHTS = ("w_qkv, b_qkv: array?, w_o, b_o: array?, w1, b1: array?, w2, b2
                  "norm3_weight: array? = None, norm3_bias: array? = None")
 CROSS = ("w_cq: array? = None, b_cq: array? = None, w_co: array? = None, b_co: array? = None, "
          "mem_k: array? = None, mem_v: array? = None, mem_pad: array? = None")
-E_ROWS = "x.shape[1]"
-
-
-def square(name):
-    """An optional (E, E) projection."""
-    return In(name, "t", 2, [dim(0, "E", E_ROWS), dim(1, "E", E_ROWS)], none_ok=True)
-
-
-kernel("decode_layer_step", "decode",
-       f"x, cache_k, cache_v, pos: int, {LAYER_WEIGHTS}, {CROSS}, act: str = 'relu', norm_first: bool = False, "
-       "eps: float = 1e-5", """
-One token per row through a whole Transformer layer (eval: no dropout):
-x (B, E) at position pos -> out (B, E); the self-attention cache_k and
-cache_v (B, H, Tmax, Dh), H * Dh = E, get slot pos written.
-
+LAYER_OPTIONS = "act: str = 'relu', norm_first: bool = False, eps: float = 1e-5"
+LAYER_DOC = """
 Self-attention: w_qkv (3E, E) packed, b_qkv (3E), w_o (E, E), b_o (E).
 Cross-attention (w_cq given; else none, an encoder layer used causally):
 w_cq, w_co (E, E), b_cq, b_co (E), mem_k, mem_v (B, H, S, Dh) the memory's
@@ -148,19 +135,26 @@ b1 (F), act 'relu' / 'gelu' / 'gelu_tanh', w2 (E, F), b2 (E).  Norm i
 (weight and bias (E) or None) follows block i (post-norm: x =
 norm(x + block(x))) or precedes it (norm_first: x = x + block(norm(x))),
 blocks in the order self-attention, cross-attention, feed-forward.
-Biases may be None.  The same result, bit for bit, as the step calling
-decode_linear, kv_cache_append, attend_step, bias_act_forward and the
-layer norms one by one.
-""", ARRAY, [
-    ACT_ID,
-    C('if (ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
-    float_type("x"),
-    In("x", "t", 2),
-    C("npy_intp B = PyArray_DIM(x, 0), E = PyArray_DIM(x, 1);"),
-    InPlace("cache_k", checks=['check_cache(@, fn, "@")', "distinct_caches(@, o_cache_v, fn)",
-                               dim(0, "B", "x.shape[0], the rows")]),
-    InPlace("cache_v", checks=['check_cache(@, fn, "@")', like("cache_k", "cache_k.shape")]),
-    C("""npy_intp H = PyArray_DIM(cache_k, 1), Tmax = PyArray_DIM(cache_k, 2), Dh = PyArray_DIM(cache_k, 3);
+Biases may be None."""
+
+
+def layer_checks(rows_from_x):
+    """The checks of a layer's caches, weights and memory, and its
+    ct_decode_layer L.  rows_from_x: B and E come from x (B, E)
+    (decode_layer_step); else from cache_k (B, H, Tmax, Dh), E = H * Dh
+    (decode_layer_plan)."""
+    e_rows = "x.shape[1]" if rows_from_x else "cache_k.shape[1] * cache_k.shape[3]"
+    b_rows = "x.shape[0], the rows" if rows_from_x else "cache_k.shape[0], the rows"
+
+    def square(name):
+        """An optional (E, E) projection."""
+        return In(name, "t", 2, [dim(0, "E", e_rows), dim(1, "E", e_rows)], none_ok=True)
+
+    cache_k_checks = ['check_cache(@, fn, "@")', "distinct_caches(@, o_cache_v, fn)"]
+    if rows_from_x:
+        head = [float_type("x"), In("x", "t", 2), C("npy_intp B = PyArray_DIM(x, 0), E = PyArray_DIM(x, 1);"),
+                InPlace("cache_k", checks=cache_k_checks + [dim(0, "B", b_rows)])]
+        heads = C("""npy_intp H = PyArray_DIM(cache_k, 1), Tmax = PyArray_DIM(cache_k, 2), Dh = PyArray_DIM(cache_k, 3);
     if (H * Dh != E || H == 0) {
         PyErr_Format(PyExc_ValueError, "%s: cache_k.shape[1] * cache_k.shape[3] (heads x head dim) must be "
                      "x.shape[1] = %zd, got %zd x %zd", fn, (Py_ssize_t)E, (Py_ssize_t)H, (Py_ssize_t)Dh);
@@ -170,32 +164,43 @@ layer norms one by one.
         PyErr_Format(PyExc_IndexError, "%s: pos must be in [0, %zd) (a slot of the cache, < Tmax), got %lld",
                      fn, (Py_ssize_t)Tmax, pos);
         goto fail;
-    }"""),
-    In("w_qkv", "t", 2, [dim(0, "3 * E", "3 * x.shape[1]"), dim(1, "E", E_ROWS)]),
-    row_vector("b_qkv", "3 * E", "3 * x.shape[1]"),
-    In("w_o", "t", 2, [dim(0, "E", E_ROWS), dim(1, "E", E_ROWS)]),
-    row_vector("b_o", "E", E_ROWS),
-    In("w1", "t", 2, [dim(1, "E", E_ROWS)]),
-    C("npy_intp F = PyArray_DIM(w1, 0);"),
-    row_vector("b1", "F", "w1.shape[0]"),
-    In("w2", "t", 2, [dim(0, "E", E_ROWS), dim(1, "F", "w1.shape[0]")]),
-    row_vector("b2", "E", E_ROWS),
-    *[row_vector(f"norm{i}_{p}", "E", E_ROWS) for i in (1, 2, 3) for p in ("weight", "bias")],
-    square("w_cq"), row_vector("b_cq", "E", E_ROWS), square("w_co"), row_vector("b_co", "E", E_ROWS),
-    In("mem_k", "t", 4, [dim(0, "B", "x.shape[0], the rows"), dim(1, "H", "cache_k.shape[1], the heads"),
-                         dim(3, "Dh", "cache_k.shape[3], the head dim")], none_ok=True),
-    In("mem_v", "t", 4, [like("mem_k", "mem_k.shape")], none_ok=True),
-    C("""if ((w_cq != NULL) != (w_co != NULL) || (w_cq != NULL) != (mem_k != NULL) || (mem_k != NULL) != (mem_v != NULL)) {
+    }""")
+    else:
+        head = [float_type("cache_k"), InPlace("cache_k", checks=cache_k_checks)]
+        heads = C("""npy_intp B = PyArray_DIM(cache_k, 0), H = PyArray_DIM(cache_k, 1), Tmax = PyArray_DIM(cache_k, 2);
+    npy_intp Dh = PyArray_DIM(cache_k, 3), E = H * Dh;
+    if (H == 0 || Dh == 0 || Tmax == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: cache_k must have heads, slots and a head dim, got shape (%zd, %zd, %zd, "
+                     "%zd)", fn, (Py_ssize_t)B, (Py_ssize_t)H, (Py_ssize_t)Tmax, (Py_ssize_t)Dh);
+        goto fail;
+    }""")
+    return head + [
+        InPlace("cache_v", checks=['check_cache(@, fn, "@")', like("cache_k", "cache_k.shape")]),
+        heads,
+        In("w_qkv", "t", 2, [dim(0, "3 * E", "3 * " + e_rows), dim(1, "E", e_rows)]),
+        row_vector("b_qkv", "3 * E", "3 * " + e_rows),
+        In("w_o", "t", 2, [dim(0, "E", e_rows), dim(1, "E", e_rows)]),
+        row_vector("b_o", "E", e_rows),
+        In("w1", "t", 2, [dim(1, "E", e_rows)]),
+        C("npy_intp F = PyArray_DIM(w1, 0);"),
+        row_vector("b1", "F", "w1.shape[0]"),
+        In("w2", "t", 2, [dim(0, "E", e_rows), dim(1, "F", "w1.shape[0]")]),
+        row_vector("b2", "E", e_rows),
+        *[row_vector(f"norm{i}_{p}", "E", e_rows) for i in (1, 2, 3) for p in ("weight", "bias")],
+        square("w_cq"), row_vector("b_cq", "E", e_rows), square("w_co"), row_vector("b_co", "E", e_rows),
+        In("mem_k", "t", 4, [dim(0, "B", b_rows), dim(1, "H", "cache_k.shape[1], the heads"),
+                             dim(3, "Dh", "cache_k.shape[3], the head dim")], none_ok=True),
+        In("mem_v", "t", 4, [like("mem_k", "mem_k.shape")], none_ok=True),
+        C("""if ((w_cq != NULL) != (w_co != NULL) || (w_cq != NULL) != (mem_k != NULL) || (mem_k != NULL) != (mem_v != NULL)) {
         PyErr_Format(PyExc_ValueError, "%s: w_cq, w_co, mem_k and mem_v must all be given (cross-attention) "
                      "or all be None, got %s%s%s%s", fn, w_cq ? "w_cq " : "", w_co ? "w_co " : "",
                      mem_k ? "mem_k " : "", mem_v ? "mem_v " : "");
         goto fail;
     }
     npy_intp S = mem_k != NULL ? PyArray_DIM(mem_k, 2) : 0;"""),
-    In("mem_pad", "bool", 2, [dim(0, "B", "x.shape[0], the rows"), dim(1, "S", "mem_k.shape[2], the source length")],
-       none_ok=True),
-    Out("out", like="x"),
-    C("""ct_decode_layer L = {
+        In("mem_pad", "bool", 2, [dim(0, "B", b_rows), dim(1, "S", "mem_k.shape[2], the source length")],
+           none_ok=True),
+        C("""ct_decode_layer L = {
         CT_DATA(w_qkv), CT_DATA(b_qkv), CT_DATA(w_o), CT_DATA(b_o),
         CT_DATA(w_cq), CT_DATA(b_cq), CT_DATA(w_co), CT_DATA(b_co), CT_DATA(mem_k), CT_DATA(mem_v),
         (const unsigned char *)CT_DATA(mem_pad),
@@ -203,8 +208,78 @@ layer norms one by one.
         {CT_DATA(norm1_weight), CT_DATA(norm2_weight), CT_DATA(norm3_weight)},
         {CT_DATA(norm1_bias), CT_DATA(norm2_bias), CT_DATA(norm3_bias)},
         eps, act_id, norm_first, B, E, H, Tmax, S, F};"""),
+    ]
+
+
+kernel("decode_layer_step", "decode", f"x, cache_k, cache_v, pos: int, {LAYER_WEIGHTS}, {CROSS}, {LAYER_OPTIONS}",
+       """
+One token per row through a whole Transformer layer (eval: no dropout):
+x (B, E) at position pos -> out (B, E); the self-attention cache_k and
+cache_v (B, H, Tmax, Dh), H * Dh = E, get slot pos written.
+""" + LAYER_DOC + """  The same result, bit for bit, as the step calling
+decode_linear, kv_cache_append, attend_step, bias_act_forward and the
+layer norms one by one.
+""", ARRAY, [
+    ACT_ID,
+    C('if (ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
+    *layer_checks(rows_from_x=True),
+    Out("out", like="x"),
     Call("decode_layer_step", "out, x, cache_k, cache_v, pos, &L", alloc=True),
     ("out",)])
+
+kernel("decode_layer_plan", "decode", f"cache_k, cache_v, {LAYER_WEIGHTS}, {CROSS}, {LAYER_OPTIONS}", """
+A layer of decode_model_step: its cache, weights and options checked once
+(as decode_layer_step checks them; B, E = H * Dh from cache_k (B, H, Tmax,
+Dh)) and kept, with a reference to every array, in an opaque plan object.
+The plan writes into cache_k and cache_v at each step and reads the
+weights and memory as they are then: replace an array and the plan still
+holds the old one (make a new plan).
+""" + LAYER_DOC + "\n", "object", [
+    ACT_ID,
+    C('if (ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
+    *layer_checks(rows_from_x=False),
+    "ct_decode_plan_new(&held, &L, t, cache_k, cache_v)"])
+
+kernel("decode_model_step", "decode",
+       "ids, pos: int, emb, scale: float, pe, plans: object[tuple], norm_weight: array?, norm_bias: array?, "
+       "eps: float, out_w, out_b: array?, final_norm: bool = True", """
+One token per row through a whole decoder in one call (eval: no dropout):
+ids (B,) in [0, V) at position pos -> logits (B, V_out).
+
+x = emb[ids] * scale + pe[pos] (emb (V, E), pe (P, E), both of the
+layers' dtype); each plan of ``plans`` (decode_layer_plan, all for B rows
+of E features) runs decode_layer_step on x, writing slot pos of its cache;
+then the final LayerNorm when ``final_norm`` (norm_weight, norm_bias (E)
+or None, eps) and out_w (V_out, E), out_b (V_out) or None.  The same
+bits as those kernels called one by one.
+""", ARRAY, [
+    C('if (final_norm && ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
+    float_type("emb"),
+    In("emb", "t", 2),
+    C("npy_intp V = PyArray_DIM(emb, 0), E = PyArray_DIM(emb, 1);"),
+    In("ids", "ids", 1, ['ct_check_ids(@, fn, "ids", 0, V, 0, 0)']),
+    C("npy_intp B = PyArray_DIM(ids, 0);"),
+    In("pe", "t", 2, [dim(1, "E", "emb.shape[1]")]),
+    C("""if (pos < 0 || pos >= PyArray_DIM(pe, 0)) {
+        PyErr_Format(PyExc_IndexError, "%s: pos must be in [0, %zd) (a row of pe), got %lld", fn,
+                     (Py_ssize_t)PyArray_DIM(pe, 0), pos);
+        goto fail;
+    }"""),
+    row_vector("norm_weight", "E", "emb.shape[1]"),
+    row_vector("norm_bias", "E", "emb.shape[1]"),
+    In("out_w", "t", 2, [dim(1, "E", "emb.shape[1]")]),
+    C("npy_intp V_out = PyArray_DIM(out_w, 0);"),
+    row_vector("out_b", "V_out", "out_w.shape[0]"),
+    C("""const ct_decode_layer *layers[CT_DECODE_MAX_LAYERS];
+    void *caches[2 * CT_DECODE_MAX_LAYERS];
+    int n_layers = ct_decode_plans(o_plans, fn, t, B, E, pos, layers, caches);
+    if (n_layers < 0) goto fail;
+    ct_decode_model model = {layers, caches, n_layers, CT_DATA(emb), CT_DATA(pe), CT_DATA(norm_weight),
+                             CT_DATA(norm_bias), CT_DATA(out_w), CT_DATA(out_b), scale, eps, final_norm,
+                             B, E, V_out};"""),
+    Out("logits", shape=("2", "((npy_intp[2]){B, V_out})")),
+    Call("decode_model_step", "logits, ids, pos, &model", alloc=True),
+    ("logits",)])
 
 # ------------------------------------------------------------------ optim
 # Parameters and state are updated in place (InPlace: C-contiguous, writeable);

@@ -301,6 +301,53 @@ def decode_layer_step(x: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, p
     return _C.decode_layer_step(x, cache_k, cache_v, pos, w_qkv, b_qkv, w_o, b_o, w1, b1, w2, b2, norm1_weight, norm1_bias, norm2_weight, norm2_bias, norm3_weight, norm3_bias, w_cq, b_cq, w_co, b_co, mem_k, mem_v, mem_pad, act, norm_first, eps)
 
 
+def decode_layer_plan(cache_k: np.ndarray, cache_v: np.ndarray, w_qkv: np.ndarray,
+                      b_qkv: Optional[np.ndarray], w_o: np.ndarray, b_o: Optional[np.ndarray],
+                      w1: np.ndarray, b1: Optional[np.ndarray], w2: np.ndarray, b2: Optional[np.ndarray],
+                      norm1_weight: Optional[np.ndarray], norm1_bias: Optional[np.ndarray],
+                      norm2_weight: Optional[np.ndarray], norm2_bias: Optional[np.ndarray],
+                      norm3_weight: Optional[np.ndarray] = None, norm3_bias: Optional[np.ndarray] = None,
+                      w_cq: Optional[np.ndarray] = None, b_cq: Optional[np.ndarray] = None,
+                      w_co: Optional[np.ndarray] = None, b_co: Optional[np.ndarray] = None,
+                      mem_k: Optional[np.ndarray] = None, mem_v: Optional[np.ndarray] = None,
+                      mem_pad: Optional[np.ndarray] = None, act: str = 'relu', norm_first: bool = False,
+                      eps: float = 1e-5) -> object:
+    """A layer of decode_model_step: its cache, weights and options checked once
+    (as decode_layer_step checks them; B, E = H * Dh from cache_k (B, H, Tmax,
+    Dh)) and kept, with a reference to every array, in an opaque plan object.
+    The plan writes into cache_k and cache_v at each step and reads the
+    weights and memory as they are then: replace an array and the plan still
+    holds the old one (make a new plan).
+
+    Self-attention: w_qkv (3E, E) packed, b_qkv (3E), w_o (E, E), b_o (E).
+    Cross-attention (w_cq given; else none, an encoder layer used causally):
+    w_cq, w_co (E, E), b_cq, b_co (E), mem_k, mem_v (B, H, S, Dh) the memory's
+    keys/values, mem_pad (B, S) bool, True = padded.  Feed-forward: w1 (F, E),
+    b1 (F), act 'relu' / 'gelu' / 'gelu_tanh', w2 (E, F), b2 (E).  Norm i
+    (weight and bias (E) or None) follows block i (post-norm: x =
+    norm(x + block(x))) or precedes it (norm_first: x = x + block(norm(x))),
+    blocks in the order self-attention, cross-attention, feed-forward.
+    Biases may be None.
+    """
+    return _C.decode_layer_plan(cache_k, cache_v, w_qkv, b_qkv, w_o, b_o, w1, b1, w2, b2, norm1_weight, norm1_bias, norm2_weight, norm2_bias, norm3_weight, norm3_bias, w_cq, b_cq, w_co, b_co, mem_k, mem_v, mem_pad, act, norm_first, eps)
+
+
+def decode_model_step(ids: np.ndarray, pos: int, emb: np.ndarray, scale: float, pe: np.ndarray, plans: tuple,
+                      norm_weight: Optional[np.ndarray], norm_bias: Optional[np.ndarray], eps: float,
+                      out_w: np.ndarray, out_b: Optional[np.ndarray], final_norm: bool = True) -> np.ndarray:
+    """One token per row through a whole decoder in one call (eval: no dropout):
+    ids (B,) in [0, V) at position pos -> logits (B, V_out).
+
+    x = emb[ids] * scale + pe[pos] (emb (V, E), pe (P, E), both of the
+    layers' dtype); each plan of ``plans`` (decode_layer_plan, all for B rows
+    of E features) runs decode_layer_step on x, writing slot pos of its cache;
+    then the final LayerNorm when ``final_norm`` (norm_weight, norm_bias (E)
+    or None, eps) and out_w (V_out, E), out_b (V_out) or None.  The same
+    bits as those kernels called one by one.
+    """
+    return _C.decode_model_step(ids, pos, emb, scale, pe, plans, norm_weight, norm_bias, eps, out_w, out_b, final_norm)
+
+
 def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buffer: Optional[np.ndarray], lr: float,
              momentum: float = 0.0, dampening: float = 0.0, nesterov: bool = False,
              weight_decay: float = 0.0, maximize: bool = False, first_step: bool = False) -> None:

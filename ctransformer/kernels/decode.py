@@ -13,6 +13,9 @@ A cache is a pair of C-contiguous arrays ``cache_k`` (B, H, Tmax, Dh) and
 * A whole layer per call (:func:`decode_layer_step`): projections, cache
   append, self- and cross-attention, feed-forward, residuals and layer
   norms of one token, the same bits as the kernels called one by one.
+* A whole decoder per call (:func:`decode_model_step`): the embedding, every
+  layer (each checked once into a plan by :func:`decode_layer_plan`), the
+  final norm and the output Linear of one token, the same bits again.
 
 ``key_padding_mask`` follows torch's ``key_padding_mask`` polarity:
 **True = the slot is padding and is ignored**.  A row with no visible key
@@ -24,9 +27,11 @@ from typing import Union
 
 import numpy as np
 
-from ._bindings import attend_step, cache_reorder, decode_layer_step, decode_linear, kv_cache_append
+from ._bindings import (attend_step, cache_reorder, decode_layer_plan, decode_layer_step, decode_linear,
+                        decode_model_step, kv_cache_append)
 
-__all__ = ["kv_cache_append", "attend_step", "cache_reorder", "decode_linear", "decode_layer_step"]
+__all__ = ["kv_cache_append", "attend_step", "cache_reorder", "decode_linear", "decode_layer_step",
+           "decode_layer_plan", "decode_model_step"]
 
 #: an int, or one int per row
 RowInts = Union[int, np.ndarray]

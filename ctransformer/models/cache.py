@@ -270,31 +270,42 @@ def decoder_layer_step_unfused(layer, x: Arr, cache: SelfCache, mem_kv: Tuple[Ar
 
 
 class StepProgram:
-    """A whole decoding step as kernel calls whose weights are looked up once
-    per cache: embedding x scale + pe[t], one decode_layer_step per layer,
-    the final LayerNorm, the output Linear.  Built only when the kernels
-    compute every part (nn.Embedding, every layer planned by _layer_plan, a
-    LayerNorm over the last dimension or none, nn.Linear, one dtype); any
-    other model takes the module-by-module step.  The same calls, in the same
-    order, as that step, so the same bits.  It spares a d512 step the module
-    lookups and Python frames between the kernels (their objects are cold
-    after each weight stream): the step took 0.98 / 0.94 of the time (1 / 2
-    threads) with its calls made from prebuilt arguments."""
+    """A whole decoding step in one kernel call (decode_model_step): the
+    embedding x scale + pe[t], every layer's decode_layer_step, the final
+    LayerNorm, the output Linear.  Each layer's weights, cache and memory are
+    checked once, into a plan (decode_layer_plan), when the program is built
+    for a cache.  Built only when the kernels compute every part
+    (nn.Embedding, every layer planned by _layer_plan, a LayerNorm over the
+    last dimension or none, nn.Linear, one dtype); any other model takes the
+    module-by-module step.  The same kernels in the same order as that step,
+    so the same bits.  It spares a d512 step the module lookups, the Python
+    between the kernels and the per-layer argument checks, whose objects are
+    cold after each weight stream."""
 
-    __slots__ = ("emb", "scale", "pe", "layers", "norm", "out_w", "out_b", "dtype")
+    __slots__ = ("args",)
 
-    def run(self, ids: Arr, cache: "DecoderCache", t: int) -> Arr:
+    def __init__(self, args: tuple) -> None:
+        self.args = args  # decode_model_step's arguments after (ids, pos)
+
+    def run(self, ids: Arr, t: int) -> Arr:
         """ids (B,) at position t -> logits (B, V)."""
-        x = K.embedding_forward(ids, self.emb) * self.scale
-        x = x + self.pe[t].astype(self.dtype)
-        pad = cache.mem_pad
-        for i, (weights, tail) in enumerate(self.layers):
-            c = cache.self_caches[i]
-            mem_k, mem_v = cache.mem_kv[i] if cache.mem_kv is not None else (None, None)
-            x = K.decode_layer_step(x, c.k, c.v, t, *weights, mem_k, mem_v, None if mem_k is None else pad, *tail)
-        if self.norm is not None:
-            x = K.layernorm_forward(x, *self.norm)[0]
-        return K.decode_linear(x, self.out_w, self.out_b)
+        return K.decode_model_step(ids, t, *self.args)
+
+
+def _layer_plans(layers, cache: "DecoderCache", dtype) -> Optional[tuple]:
+    """decode_layer_plan of every layer over its cache (and memory), or None
+    when _layer_plan finds a layer the kernel does not compute."""
+    plans = []
+    cross = cache.mem_kv is not None
+    for i, (layer, c) in enumerate(zip(layers, cache.self_caches)):
+        if c.plan is None:
+            c.plan = _layer_plan(layer, cross)
+        if c.plan is _NO_PLAN or c.plan[2] != dtype:
+            return None
+        weights, tail, _ = c.plan
+        mem = (*cache.mem_kv[i], cache.mem_pad) if cross else (None, None, None)
+        plans.append(K.decode_layer_plan(c.k, c.v, *weights, *mem, *tail))
+    return tuple(plans)
 
 
 def step_program(embedding, scale: float, pe: Arr, layers, norm, output, cache: "DecoderCache") -> Optional[StepProgram]:
@@ -303,28 +314,22 @@ def step_program(embedding, scale: float, pe: Arr, layers, norm, output, cache: 
     from ..nn.modules import Embedding, LayerNorm, Linear
     if type(embedding) is not Embedding or type(output) is not Linear:
         return None
-    dtype = embedding.weight._data.dtype
-    prog = StepProgram()
-    prog.layers = []
-    cross = cache.mem_kv is not None
-    for layer, c in zip(layers, cache.self_caches):
-        if c.plan is None:
-            c.plan = _layer_plan(layer, cross)
-        if c.plan is _NO_PLAN or c.plan[2] != dtype:
-            return None
-        prog.layers.append(c.plan[:2])
-    prog.norm = None
+    emb = embedding.weight._data
+    E, dtype = emb.shape[1], emb.dtype
+    norm_args: tuple = (None, None, 0.0, False)
     if norm is not None:
-        E = embedding.weight.shape[1]
         if type(norm) is not LayerNorm or norm.normalized_shape != (E,):
             return None
-        prog.norm = (_data(norm.weight), _data(norm.bias), norm.eps)
-    prog.out_w, prog.out_b = output.weight._data, _data(output.bias)
-    arrays = [a for a in (prog.norm or ())[:2] + (prog.out_w, prog.out_b) if a is not None]
-    if any(a.dtype != dtype for a in arrays):
+        norm_args = (_data(norm.weight), _data(norm.bias), float(norm.eps), True)
+    out_w, out_b = output.weight._data, _data(output.bias)
+    if any(a is not None and a.dtype != dtype for a in (*norm_args[:2], out_w, out_b)):
         return None
-    prog.emb, prog.scale, prog.pe, prog.dtype = embedding.weight._data, scale, pe, dtype
-    return prog
+    plans = _layer_plans(layers, cache, dtype)
+    if plans is None:
+        return None
+    # the rows a step can add, in the model's dtype (as the step's pe[t].astype(dtype))
+    pe = pe if pe.dtype == dtype else pe[:cache.max_len].astype(dtype)
+    return StepProgram((emb, scale, pe, plans, *norm_args[:3], out_w, out_b, norm_args[3]))
 
 
 def cached_program(cache: "DecoderCache", build) -> Optional[StepProgram]:
@@ -374,6 +379,7 @@ class DecoderCache:
     def expand(self, rows: Arr) -> None:
         """Gather rows of everything, memory included (batch -> batch x beams)."""
         rows = np.asarray(rows, dtype=np.int64)
+        self.program = None  # its plans hold the arrays replaced here: built again at the next step
         for c in self.self_caches:
             c.reorder(rows, self.t)
         if self.mem_kv is not None:

@@ -79,7 +79,7 @@ class DecoderLM(Module):
                                                           self.blocks.norm, self.lm_head, cache))
         with no_grad():
             if prog is not None:
-                logits = Tensor._wrap(prog.run(tok._data, cache, t))
+                logits = Tensor._wrap(prog.run(tok._data, t))
             else:
                 x = embed_step(self.embed, tok, *self._step_scale_pe(), t)
                 for layer, c in zip(self.blocks.layers, cache.self_caches):

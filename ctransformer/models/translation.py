@@ -149,7 +149,7 @@ class TranslationTransformer(Module):
                                                           self.decoder.norm, self.generator, cache))
         with no_grad():
             if prog is not None:
-                logits = Tensor._wrap(prog.run(tok._data, cache, t))
+                logits = Tensor._wrap(prog.run(tok._data, t))
             else:
                 x = embed_step(self.tgt_embed, tok, *self._step_scale_pe(), t)
                 for layer, c, mkv in zip(self.decoder.layers, cache.self_caches, cache.mem_kv):
