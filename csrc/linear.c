@@ -99,11 +99,14 @@ static void streamed_rows(void *arg, ptrdiff_t n0, ptrdiff_t n1)
     const streamed_job *j = arg;
     ct_int M = j->M, N = j->N;
     ct_packed_gemm(j->out_t + n0 * M, M, j->weight + n0 * j->K, j->K, (ct_int)(n1 - n0), j->rows, NULL, 0);
-    for (ct_int i = 0; i < M; i++) {
-        float *row = j->out + i * N;
-        for (ct_int n = (ct_int)n0; n < (ct_int)n1; n++)
-            row[n] = j->out_t[n * M + i] + (j->bias != NULL ? j->bias[n] : 0.0f);
-    }
+    /* out[i][n] = out_t[n][i] (16 x 16 blocks in registers: the scalar loop
+     * was 12 % of the K = 512 products), then + bias[n]: one rounding, as before */
+    ct_transpose_f32(j->out + n0, N, j->out_t + n0 * M, M, (ct_int)(n1 - n0), M);
+    if (j->bias != NULL)
+        for (ct_int i = 0; i < M; i++) {
+            float *row = j->out + i * N;
+            for (ct_int n = (ct_int)n0; n < (ct_int)n1; n++) row[n] = row[n] + j->bias[n];
+        }
 }
 
 /* out (M, N) = inp (M, K) weight^T + bias with the weight streamed; returns

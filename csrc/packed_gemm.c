@@ -81,6 +81,24 @@ __attribute__((target("avx512f"))) static void transpose16_avx512(float *dst, ct
 }
 #endif
 
+/* dst[k * ld_dst + j] = src[j * ld_src + k] for j < rows, k < cols: whole
+ * 16 x 16 blocks with transpose16_avx512 when the packed kernel is AVX-512,
+ * the edges one by one. */
+void ct_transpose_f32(float *dst, ct_int ld_dst, const float *src, ct_int ld_src, ct_int rows, ct_int cols)
+{
+    ct_int whole_rows = 0, whole_cols = 0;
+#ifdef CT_PACKED_X86
+    if (ct_packed_active_isa() == CT_PACKED_AVX512) {
+        whole_rows = rows / 16 * 16, whole_cols = cols / 16 * 16;
+        for (ct_int j = 0; j < whole_rows; j += 16)
+            for (ct_int k = 0; k < whole_cols; k += 16)
+                transpose16_avx512(dst + k * ld_dst + j, ld_dst, src + j * ld_src + k, ld_src);
+    }
+#endif
+    for (ct_int k = 0; k < cols; k++) /* the edges: rows past whole_rows, or columns past whole_cols */
+        for (ct_int j = k < whole_cols ? whole_rows : 0; j < rows; j++) dst[k * ld_dst + j] = src[j * ld_src + k];
+}
+
 /* Columns [c0, c1), depths [k0, K) of one panel from rows n0 + c of w (N, K):
  * column c of the panel is row n0 + c of w. */
 static void pack_columns_nk(float *dst, const float *w, int nr, ct_int K, ct_int n0, ct_int c0, ct_int c1, ct_int k0)

@@ -42,6 +42,10 @@ int ct_packed_active_isa(void);
 int ct_packed_init(ct_packed *p, const float *w, ct_int N, ct_int K, int w_is_nk);
 void ct_packed_free(ct_packed *p);
 
+/* dst (cols, rows; ld_dst) = src (rows, cols; ld_src) transposed:
+ * dst[k * ld_dst + j] = src[j * ld_src + k]. */
+void ct_transpose_f32(float *dst, ct_int ld_dst, const float *src, ct_int ld_src, ct_int rows, ct_int cols);
+
 /* c (M rows, ldc apart) [0:N] = (accumulate ? c : 0) + a (M, K; lda) @ op(w) + bias
  * bias (N) or NULL. */
 void ct_packed_gemm(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
