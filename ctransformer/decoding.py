@@ -81,7 +81,7 @@ class _Stepper:
         """prefix (R, t) ids (sos first) -> (R, V) logits of token t + 1."""
         if self.use_cache:
             return self.model.decode_step(Tensor._wrap(prefix[:, -1].copy()), self.cache)._data
-        return self.model.decode(Tensor._wrap(prefix), self.memory, self.pad)._data[:, -1]
+        return self.model.decode(Tensor._wrap(np.ascontiguousarray(prefix)), self.memory, self.pad)._data[:, -1]
 
     def logp(self, prefix: np.ndarray) -> np.ndarray:
         """prefix (R, t) ids (sos first) -> (R, V) log-probs of token t + 1."""
@@ -106,16 +106,16 @@ def greedy_decode(model, src_ids, max_len: int, sos_id: int, eos_id: int, pad_id
     B = src.shape[0]
     with _eval(model):
         step = _Stepper(model, src, max_len, use_cache)
-        ys = np.full((B, 1), sos_id, dtype=np.int64)
+        ys = np.full((B, 1 + max_len), sos_id, dtype=np.int64)  # filled column by column (no copy per token)
         done = np.zeros(B, dtype=bool)
-        for _ in range(max_len):
-            nxt = step.logits(ys).argmax(-1)  # the most likely token: argmax of the logits, as torch's loop
-            nxt = np.where(done, pad_id, nxt)
-            ys = np.concatenate([ys, nxt[:, None]], axis=1)
+        for n in range(1, max_len + 1):
+            nxt = step.logits(ys[:, :n]).argmax(-1)  # the most likely token: argmax of the logits, as torch's loop
+            nxt[done] = pad_id
+            ys[:, n] = nxt
             done |= nxt == eos_id
             if done.all():
                 break
-    return Tensor._wrap(ys)
+    return Tensor._wrap(ys[:, :n + 1].copy())
 
 
 def _length_penalty(n: np.ndarray, alpha: float) -> np.ndarray:

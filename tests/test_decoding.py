@@ -54,6 +54,8 @@ def test_greedy_rows_stop_at_their_own_eos():
     for r, e in zip(ys, ends):
         if e is not None:
             assert np.all(r[e + 1:] == PAD)
+    # the columns stop at the step where the last row finished (1 + 6 when one never does)
+    assert ys.shape[1] == (1 + 6 if None in ends else max(ends) + 1)
 
 
 def test_batched_equals_one_by_one_with_mixed_source_lengths():
