@@ -175,3 +175,31 @@ def test_bad_plan_input(small):
         plan(ck, cv, **w, w_cq=w["w_o"])
     with pytest.raises(ValueError, match="decode_layer_plan: act must be 'relu', 'gelu' or 'gelu_tanh', got 'tanh'"):
         plan(ck, cv, **w, act="tanh")
+
+
+def test_a_deep_copied_cache_decodes_on_its_own_arrays():
+    """copy.deepcopy of a DecoderCache mid-decode (to branch a decode): the
+    copy and the original continue independently, each as an uninterrupted run."""
+    import copy
+
+    import ctransformer as ct
+    from ctransformer.models import TranslationTransformer
+    from ctransformer.models.cache import StepProgram
+    ct.manual_seed(0)
+    m = TranslationTransformer(13, 11, d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=2,
+                               dim_feedforward=16, dropout=0.1, pad_id=0).eval()
+    src = ct.tensor(np.array([[3, 4, 5], [6, 7, 0]]))
+    tokens = [np.array([1, 1]), np.array([4, 5]), np.array([6, 2]), np.array([3, 3])]
+
+    def run(cache, toks):
+        return [m.decode_step(ct.tensor(t), cache)._data for t in toks]
+
+    whole = run(m.init_cache(*m.encode(src), 4), tokens)
+    cache = m.init_cache(*m.encode(src), 4)
+    run(cache, tokens[:2])
+    assert isinstance(cache.program, StepProgram)
+    branch = copy.deepcopy(cache)
+    assert branch.program is None and branch.self_caches[0].k is not cache.self_caches[0].k
+    other = run(branch, [np.array([9, 9])])  # the branch takes another token ...
+    np.testing.assert_array_equal(run(cache, tokens[2:3])[0], whole[2])  # ... the original is untouched
+    assert not np.array_equal(other[0], whole[2])

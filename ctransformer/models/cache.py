@@ -355,6 +355,13 @@ class DecoderCache:
         self.t = 0
         self.program: Optional[StepProgram] = None  # set by the model's first step (False: none applies)
 
+    def __getstate__(self) -> dict:
+        """For copy.deepcopy and pickle: without the program, whose plans hold
+        this cache's arrays (a copy builds its own at its next step)."""
+        state = dict(self.__dict__)
+        state["program"] = None
+        return state
+
     @property
     def max_len(self) -> int:
         return self.self_caches[0].k.shape[2] if self.self_caches else 0
