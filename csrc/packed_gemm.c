@@ -82,13 +82,14 @@ __attribute__((target("avx512f"))) static void transpose16_avx512(float *dst, ct
 #endif
 
 /* dst[k * ld_dst + j] = src[j * ld_src + k] for j < rows, k < cols: whole
- * 16 x 16 blocks with transpose16_avx512 when the packed kernel is AVX-512,
- * the edges one by one. */
+ * 16 x 16 blocks with transpose16_avx512 where the CPU has AVX-512, the
+ * edges one by one (an exact copy either way).  Packs a Linear weight's
+ * panels and turns the streamed forward's block back (linear.c). */
 void ct_transpose_f32(float *dst, ct_int ld_dst, const float *src, ct_int ld_src, ct_int rows, ct_int cols)
 {
     ct_int whole_rows = 0, whole_cols = 0;
 #ifdef CT_PACKED_X86
-    if (ct_packed_active_isa() == CT_PACKED_AVX512) {
+    if (cpu_isa() == CT_PACKED_AVX512) {
         whole_rows = rows / 16 * 16, whole_cols = cols / 16 * 16;
         for (ct_int j = 0; j < whole_rows; j += 16)
             for (ct_int k = 0; k < whole_cols; k += 16)
@@ -97,36 +98,6 @@ void ct_transpose_f32(float *dst, ct_int ld_dst, const float *src, ct_int ld_src
 #endif
     for (ct_int k = 0; k < cols; k++) /* the edges: rows past whole_rows, or columns past whole_cols */
         for (ct_int j = k < whole_cols ? whole_rows : 0; j < rows; j++) dst[k * ld_dst + j] = src[j * ld_src + k];
-}
-
-/* Columns [c0, c1), depths [k0, K) of one panel from rows n0 + c of w (N, K):
- * column c of the panel is row n0 + c of w. */
-static void pack_columns_nk(float *dst, const float *w, int nr, ct_int K, ct_int n0, ct_int c0, ct_int c1, ct_int k0)
-{
-    for (ct_int c = c0; c < c1; c++) {
-        const float *src = w + (n0 + c) * K;
-        for (ct_int k = k0; k < K; k++) dst[k * nr + c] = src[k];
-    }
-}
-
-/* One panel of w (N, K) (w_is_nk): whole 16 x 16 blocks transposed with
- * AVX-512, the rest (a K tail, columns past the last 16) one by one. */
-static void pack_panel_nk(float *dst, const float *w, int nr, int isa, ct_int K, ct_int n0, ct_int cols)
-{
-    ct_int c0 = 0;
-#ifdef CT_PACKED_X86
-    if (isa == CT_PACKED_AVX512) {
-        ct_int k_whole = K / 16 * 16;
-        for (; c0 + 16 <= cols; c0 += 16) {
-            for (ct_int k = 0; k < k_whole; k += 16)
-                transpose16_avx512(dst + k * nr + c0, nr, w + (n0 + c0) * K + k, K);
-            pack_columns_nk(dst, w, nr, K, n0, c0, c0 + 16, k_whole);
-        }
-    }
-#else
-    (void)isa;
-#endif
-    pack_columns_nk(dst, w, nr, K, n0, c0, cols, 0);
 }
 
 typedef struct {
@@ -147,8 +118,8 @@ static void pack_panels(void *ctx, ptrdiff_t p0, ptrdiff_t p1)
         float *dst = p->panels + panel * K * nr;
         ct_int n0 = panel * nr, cols = CT_MIN(nr, N - n0);
         if (cols < nr) memset(dst, 0, (size_t)K * nr * sizeof(float));
-        if (j->w_is_nk)
-            pack_panel_nk(dst, w, nr, p->isa, K, n0, cols);
+        if (j->w_is_nk) /* column c of the panel is row n0 + c of w */
+            ct_transpose_f32(dst, nr, w + n0 * K, K, cols, K);
         else /* row k of the panel is a slice of row k of w */
             for (ct_int k = 0; k < K; k++)
                 memcpy(dst + k * nr, w + k * N + n0, (size_t)cols * sizeof(float));

@@ -203,3 +203,49 @@ def test_a_deep_copied_cache_decodes_on_its_own_arrays():
     other = run(branch, [np.array([9, 9])])  # the branch takes another token ...
     np.testing.assert_array_equal(run(cache, tokens[2:3])[0], whole[2])  # ... the original is untouched
     assert not np.array_equal(other[0], whole[2])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decoding_matches_torch_full_decoder(torch_ref, norm_first):
+    """The one-call cached step (float32), step by step, against torch's
+    encoder-decoder run over the whole prefix with the same weights (torch's
+    nn.TransformerEncoder / Decoder, batch first, causal mask, source padding)."""
+    import ctransformer as ct
+    from ctransformer.models import TranslationTransformer
+    from ctransformer.models.cache import StepProgram
+    from tolerances import F32
+    ct.manual_seed(3)
+    m = TranslationTransformer(13, 11, d_model=16, nhead=4, num_encoder_layers=2, num_decoder_layers=2,
+                               dim_feedforward=32, dropout=0.1, pad_id=0, norm_first=norm_first).eval()
+    src = np.array([[3, 4, 5, 6, 7], [4, 9, 10, 0, 0]])
+    tokens = np.array([[1, 3, 4, 5], [1, 6, 7, 2]])
+    memory, pad = m.encode(ct.tensor(src))
+    cache = m.init_cache(memory, pad, tokens.shape[1])
+    got = np.stack([m.decode_step(ct.tensor(tokens[:, t]), cache)._data for t in range(tokens.shape[1])], 1)
+    assert isinstance(cache.program, StepProgram)
+    state = {k: v._data.copy() for k, v in m.state_dict().items() if not k.startswith("pos_encoder")}
+    pe = m.pos_encoder.pe._data.reshape(-1, 16)[:8].astype(np.float32)
+
+    def torch_side(torch):
+        nn = torch.nn
+        layer = dict(d_model=16, nhead=4, dim_feedforward=32, dropout=0.1, batch_first=True, norm_first=norm_first)
+        parts = nn.ModuleDict(dict(
+            src_embed=nn.Embedding(13, 16), tgt_embed=nn.Embedding(11, 16),
+            encoder=nn.TransformerEncoder(nn.TransformerEncoderLayer(**layer), 2, nn.LayerNorm(16),
+                                          enable_nested_tensor=False),
+            decoder=nn.TransformerDecoder(nn.TransformerDecoderLayer(**layer), 2, nn.LayerNorm(16)),
+            generator=nn.Linear(16, 11)))
+        parts.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+        parts.eval()
+        pos = torch.tensor(pe)
+        with torch.no_grad():
+            s, t = torch.tensor(src), torch.tensor(tokens)
+            src_pad = s == 0
+            mem = parts["encoder"](parts["src_embed"](s) * 4.0 + pos[:5], src_key_padding_mask=src_pad)
+            causal = nn.Transformer.generate_square_subsequent_mask(4)
+            out = parts["decoder"](parts["tgt_embed"](t) * 4.0 + pos[:4], mem, tgt_mask=causal,
+                                   memory_key_padding_mask=src_pad)
+            return dict(logits=parts["generator"](out))
+
+    ref = torch_ref(torch_side, inputs=dict(src=src, tokens=tokens, pe=pe, **state))
+    np.testing.assert_allclose(got, ref["logits"], **F32)

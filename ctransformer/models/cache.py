@@ -13,7 +13,10 @@ projections, relu/gelu, plain LayerNorms with one eps, one dtype) runs in
 one call per step, the same bits as the kernels called one by one (the
 Python path below, kept for every other layer).  Its weights are looked up
 once per cache (:func:`_layer_plan`): a cache belongs to one decoding run
-of fixed weights, as its cross-attention keys/values already do.
+of fixed weights, as its cross-attention keys/values already do.  When
+every part of a model is one the kernels compute, its whole step is one
+``decode_model_step`` call (:class:`StepProgram`, built at the cache's
+first step).
 """
 from __future__ import annotations
 
