@@ -59,6 +59,22 @@ def test_counter_property_at_odd_offsets_and_lengths(offset):
     np.testing.assert_array_equal(np.array(singles), whole)
 
 
+@pytest.mark.parametrize("offset", [0, 1, 2, 7, 31, 2**33 + 5])
+@pytest.mark.parametrize("p", [0.1, 0.5, 1.0])
+def test_long_masks_match_the_one_element_masks(offset, p):
+    """Long runs make their flags 32 at a time (csrc/ct.h, on CPUs with 64-bit
+    vector multiplies), one element alone takes the scalar hash: the same
+    mask, at every alignment of the block against the counter."""
+    x = np.ones(203, np.float32)
+    _, whole = K.dropout_forward(x, p, seed=17, offset=offset)
+    singles = [K.dropout_forward(x[:1], p, seed=17, offset=offset + i)[1][0] for i in range(x.size)]
+    np.testing.assert_array_equal(np.array(singles), whole)
+    for cut in (1, 31, 32, 33, 64, 100):
+        _, head = K.dropout_forward(x[:cut], p, seed=17, offset=offset)
+        _, tail = K.dropout_forward(x[cut:], p, seed=17, offset=offset + cut)
+        np.testing.assert_array_equal(np.concatenate([head, tail]), whole)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_keep_rate_is_one_minus_p(p):
     n = 100_000
