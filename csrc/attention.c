@@ -673,16 +673,16 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
     int status = -1;
     if (!dctx || !dq || (!s->self_attn && !dkv)) goto done;
     /* out = ctx wo^T + bo:  dctx = dout wo, dwo += dout^T ctx, dbo += colsum(dout) */
-    if (FN(rows_linear_backward)(dctx, dwo, dbo, dout, ctx, wo, Nq, E, E)) goto done;
+    if (FN(rows_linear_backward)(dctx, dwo, dbo, dout, ctx, wo, Nq, E, E, 1)) goto done;
     /* Heads: gradients of q, k, v land in the packed layout of the projections. */
     FN(packed_args) a = {.o = o, .shape = s, .p = FN(packed_views_of)(proj_q, proj_kv, s),
                          .dp = FN(packed_views_of)(dq, dkv, s), .dctx = dctx, .probs = probs};
     if (Tq * Tk > 0 && FN(run_slices)(FN(packed_backward_slice), &a, o, 1, B, H, Tq, Tk, Dh, Dh)) goto done;
     /* The input projections: one GEMM per operand for all of q, k, v. */
-    if (FN(rows_linear_backward)(dxq, dw_in, db_in, dq, xq, w_in, Nq, E, wq_cols)) goto done;
+    if (FN(rows_linear_backward)(dxq, dw_in, db_in, dq, xq, w_in, Nq, E, wq_cols, 1)) goto done;
     if (!s->self_attn &&
         FN(rows_linear_backward)(dxkv, dw_in ? dw_in + E * E : NULL, db_in ? db_in + E : NULL,
-                                 dkv, xkv, w_in + E * E, Nk, E, 2 * E))
+                                 dkv, xkv, w_in + E * E, Nk, E, 2 * E, 1))
         goto done;
     status = 0;
 done:

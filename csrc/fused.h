@@ -17,7 +17,8 @@ void FN(add_layernorm_forward)(real *out, real *mean, real *rstd, const real *in
                                const real *residual, const real *weight, const real *bias,
                                double eps, ct_int M, ct_int N);
 int FN(rows_linear_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
-                             const real *inp, const real *weight, ct_int M, ct_int K, ct_int N);
+                             const real *inp, const real *weight, ct_int M, ct_int K, ct_int N,
+                             int accumulate);
 int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const real *dout,
                     const real *x, const real *h, const uint8_t *keep, double p, const real *w1,
                     const real *b1, const real *w2, int act, ct_int M, ct_int D, ct_int F);

@@ -70,3 +70,54 @@ def test_linear_bias_is_filled_by_each_block_of_a_split_product(rng, m, k, n):
         ct.use_deterministic_algorithms(False)
     for got in runs:
         np.testing.assert_allclose(got, want, **F32)
+
+
+def _dense_linear_grads(dout, x, w):
+    """NumPy float64 reference of linear_backward: (dinp, dweight, dbias)."""
+    d, xx, ww = (a.astype(np.float64) for a in (dout, x, w))
+    return d @ ww, d.T @ xx, d.sum(axis=0)
+
+
+@pytest.mark.parametrize("given", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_backward_zero_rows_are_left_out(rng, dtype, given):
+    """Rows of dout that are all zero (ignored targets of a loss) are left out
+    of the products (rows_linear_backward, csrc/fused.c): the same gradients
+    as the dense products, written into fresh arrays or added to given ones,
+    the dead rows' dinp exactly 0 (or the given values)."""
+    M, K_, N = 96, 20, 30
+    x = rng.standard_normal((M, K_)).astype(dtype)
+    w = rng.standard_normal((N, K_)).astype(dtype)
+    dout = rng.standard_normal((M, N)).astype(dtype)
+    dead = rng.permutation(M)[:30]
+    dout[dead] = 0
+    want = _dense_linear_grads(dout, x, w)
+    tol = F32 if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    if given:
+        starts = [rng.standard_normal(a.shape).astype(dtype) for a in (x, w, w[:, 0])]
+        got = K.linear_backward(dout, x, w, True, True, *[s.copy() for s in starts])
+        want = [wi + s for wi, s in zip(want, starts)]
+        np.testing.assert_array_equal(got[0][dead], starts[0][dead])
+    else:
+        got = K.linear_backward(dout, x, w)
+        assert (got[0][dead] == 0).all()
+    for g, wi in zip(got, want):
+        np.testing.assert_allclose(g, wi, **tol)
+
+
+def test_linear_backward_zero_rows_with_nan_inputs_stay_dense(rng):
+    """0 * NaN is NaN in the dense products: a zero row of dout whose saved
+    input row holds a NaN, or a weight with an inf, is not left out."""
+    M, K_, N = 64, 8, 12
+    x = rng.standard_normal((M, K_))
+    w = rng.standard_normal((N, K_))
+    dout = rng.standard_normal((M, N))
+    dout[:20] = 0
+    x[3, 2] = np.nan
+    dinp, dweight, dbias = K.linear_backward(dout, x, w)
+    assert np.isnan(dweight[:, 2]).all() and not np.isnan(np.delete(dweight, 2, axis=1)).any()
+    assert not np.isnan(dinp).any() and not np.isnan(dbias).any()
+    x[3, 2] = 0.5
+    w[0, 0] = np.inf
+    dinp, dweight, _ = K.linear_backward(dout, x, w)
+    assert np.isnan(dinp[:20, 0]).all()  # 0 * inf in the dead rows, as the dense product

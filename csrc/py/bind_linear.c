@@ -1,5 +1,6 @@
 /* bind_linear.c - the custom parts of the bindings of linear.c (the rest is
  * generated from kernel_table.py). */
+#include "../fused.h" /* rows_linear_backward: linear_backward over the live rows */
 #include "../linear.h"
 
 /* Batch operands of bmm: a (Ba, M, K), b (Bb, K, N) with Ba, Bb in {B, 1}. */

@@ -325,7 +325,9 @@ Gradients of :func:`linear_forward`.
 
 dout (..., N), inp (..., K), weight (N, K) -> (dinp (..., K) or None,
 dweight (N, K), dbias (N) or None).  ``dinp``/``dweight``/``dbias`` given
-as C-contiguous arrays are accumulated into (``+=``) and returned.
+as C-contiguous arrays are accumulated into (``+=``) and returned.  Rows of
+dout that are all zero (a loss's ignored targets) are left out of the
+products when the saved rows and the weight are finite: the same result.
 ''', "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray]]", [
     In("inp", "float", (1, -1)),
     In("weight", "t", 2, [dim(1, "PyArray_DIM(inp, nd - 1)", "inp.shape[-1]")]),
@@ -340,7 +342,7 @@ as C-contiguous arrays are accumulated into (``+=``) and returned.
     Grad("dinp", like="inp", when="need_dinp", zero_fill="given", arg="dinp"),
     Grad("dweight", like="weight", zero_fill="given", arg="dweight"),
     Grad("dbias", shape=("1", "nshape"), when="with_bias", zero_fill="given", arg="dbias"),
-    Call("linear_backward", "dinp, dweight, dbias, dout, inp, weight, M, K, N, given"),
+    Call("rows_linear_backward", "dinp, dweight, dbias, dout, inp, weight, M, K, N, given", alloc=True),
     ("dinp", "dweight", "dbias")])
 
 BMM_OPERANDS = [

@@ -212,7 +212,9 @@ def linear_backward(dout: np.ndarray, inp: np.ndarray, weight: np.ndarray, with_
 
     dout (..., N), inp (..., K), weight (N, K) -> (dinp (..., K) or None,
     dweight (N, K), dbias (N) or None).  ``dinp``/``dweight``/``dbias`` given
-    as C-contiguous arrays are accumulated into (``+=``) and returned.
+    as C-contiguous arrays are accumulated into (``+=``) and returned.  Rows of
+    dout that are all zero (a loss's ignored targets) are left out of the
+    products when the saved rows and the weight are finite: the same result.
     """
     return _C.linear_backward(dout, inp, weight, with_bias, need_dinp, dinp, dweight, dbias)
 
