@@ -158,7 +158,7 @@ typedef struct {
     acc_t weight_sum, scale, eps;
     int64_t ignore_index;
     ct_int C;
-    int per_row_dloss;
+    int per_row_dloss, accumulate;
 } FN(ce_backward_args);
 
 static CT_VECTOR_CLONES void FN(ce_backward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
@@ -167,6 +167,8 @@ static CT_VECTOR_CLONES void FN(ce_backward_rows)(void *ctx, ptrdiff_t n0, ptrdi
     ct_int C = a->C;
     for (ct_int i = n0; i < n1; i++) {
         int64_t t = a->targets[i];
+        /* written (accumulate 0): the row zeroed here, while it is in cache, then added to */
+        if (!a->accumulate) memset(a->dlogits + i * C, 0, (size_t)C * sizeof(real));
         if (t == a->ignore_index) continue;
         acc_t s = (acc_t)a->dloss[a->per_row_dloss ? i : 0] * a->scale;
         FN(row_backward)(a->dlogits + i * C, a->logits + i * C, t, a->lse[i], a->weight, a->weight_sum, s,
@@ -174,16 +176,17 @@ static CT_VECTOR_CLONES void FN(ce_backward_rows)(void *ctx, ptrdiff_t n0, ptrdi
     }
 }
 
-/* cross_entropy_backward (accumulates)
+/* cross_entropy_backward
  *   dloss   (N) for CT_REDUCE_NONE, else (1)
  *   logits  (N, C), targets (N), lse (N) double, weight (C) or NULL: as forward
- *   dlogits (N, C) += d loss / d logits; ignored rows get nothing.
+ *   dlogits (N, C) += d loss / d logits; ignored rows get nothing.  accumulate 0:
+ *   dlogits is written (ignored rows 0), a fresh buffer needs no zeros first.
  * Blocks of rows may run on the pool's threads (each row is one thread's).
  */
 void FN(cross_entropy_backward)(real *dlogits, const real *dloss, const real *logits,
                                 const int64_t *targets, const acc_t *lse, const real *weight,
                                 ct_int N, ct_int C, int64_t ignore_index, acc_t label_smoothing,
-                                int reduction)
+                                int reduction, int accumulate)
 {
     acc_t weight_sum = weight != NULL ? VSUM(weight, C) : (acc_t)C, scale = 1;
     if (reduction == CT_REDUCE_MEAN) {
@@ -193,7 +196,7 @@ void FN(cross_entropy_backward)(real *dlogits, const real *dloss, const real *lo
         scale = 1 / total_weight;
     }
     FN(ce_backward_args) a = {dlogits, dloss, logits, weight, targets, lse, weight_sum, scale,
-                              label_smoothing, ignore_index, C, reduction == CT_REDUCE_NONE};
+                              label_smoothing, ignore_index, C, reduction == CT_REDUCE_NONE, accumulate};
     ct_parallel_rows(N, 14.0 * N * C, FN(ce_backward_rows), &a);
 }
 

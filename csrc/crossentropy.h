@@ -15,5 +15,5 @@ void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const
 void FN(cross_entropy_backward)(real *dlogits, const real *dloss, const real *logits,
                                 const int64_t *targets, const acc_t *lse, const real *weight,
                                 ct_int N, ct_int C, int64_t ignore_index, acc_t label_smoothing,
-                                int reduction);
+                                int reduction, int accumulate);
 #endif

@@ -59,6 +59,7 @@ typedef struct {
     const real *dout;
     const uint8_t *mask;
     double p;
+    int accumulate;
 } FN(dropout_grad_args);
 
 /* Elements [i0, i1) of dropout_backward (a block of ct_parallel_rows). */
@@ -69,17 +70,22 @@ static CT_VECTOR_CLONES void FN(dropout_backward_range)(void *ctx, ptrdiff_t i0,
     const real *restrict dout = a->dout;
     const uint8_t *restrict mask = a->mask;
     real scale = FN(dropout_scale)(a->p);
-    for (ptrdiff_t i = i0; i < i1; i++) dinp[i] += dout[i] * (mask[i] ? scale : (real)0);
+    if (a->accumulate)
+        for (ptrdiff_t i = i0; i < i1; i++) dinp[i] += dout[i] * (mask[i] ? scale : (real)0);
+    else
+        for (ptrdiff_t i = i0; i < i1; i++) dinp[i] = dout[i] * (mask[i] ? scale : (real)0);
 }
 
-/* dropout_backward (accumulates)
+/* dropout_backward
  *   dout (n), mask (n) from forward
- *   dinp (n) += dout * mask / (1 - p)
+ *   dinp (n) += dout * mask / (1 - p)   (accumulate 1; 0 writes it: a fresh
+ *   buffer needs no zeros first, a pass over memory that cost as much as this one)
  * In blocks on the pool (it ran on the caller alone while the worker waited).
  */
-void FN(dropout_backward)(real *dinp, const real *dout, const uint8_t *mask, ct_int n, double p)
+void FN(dropout_backward)(real *dinp, const real *dout, const uint8_t *mask, ct_int n, double p,
+                          int accumulate)
 {
-    FN(dropout_grad_args) a = {dinp, dout, mask, p};
+    FN(dropout_grad_args) a = {dinp, dout, mask, p, accumulate};
     ct_parallel_rows(n, 3.0 * n, FN(dropout_backward_range), &a);
 }
 

@@ -204,3 +204,21 @@ def test_out_of_range_target_does_not_crash():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("ok cross_entropy_backward: targets[1]") == 2
+
+
+def test_fresh_dlogits_are_written_not_added_to(rng):
+    """Without a given dlogits the kernel writes a fresh array (not
+    zero-filled first): every element, 0 in the ignored rows, the same values
+    as accumulating into zeros, even where the allocator hands back memory
+    that held NaN."""
+    x = rng.standard_normal((64, 300)).astype(np.float32)
+    t = rng.integers(0, 300, 64)
+    t[::3] = -100
+    loss, lse = K.cross_entropy_forward(x, t)
+    want = K.cross_entropy_backward(np.array(1, np.float32), x, t, lse, dlogits=np.zeros_like(x))
+    for _ in range(3):
+        junk = np.full_like(x, np.nan)
+        del junk
+        got = K.cross_entropy_backward(np.array(1, np.float32), x, t, lse)
+        np.testing.assert_array_equal(got, want)
+        assert (got[::3] == 0).all()

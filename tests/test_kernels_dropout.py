@@ -158,3 +158,19 @@ def test_bad_input(rng):
         K.dropout_backward(x, np.ones((3, 4), bool), 0.5, dinp=np.zeros((3, 4), np.float32))
     with pytest.raises(ValueError, match="dropout_backward: dinp is updated in place"):
         K.dropout_backward(x, np.ones((3, 4), bool), 0.5, dinp=np.zeros((4, 3)).T)
+
+
+def test_fresh_dinp_is_written_not_added_to(rng):
+    """Without a given dinp the backward writes a fresh array (not zero-filled
+    first): the same values as accumulating into zeros, even where the
+    allocator hands back memory that held NaN; a given dinp is added to."""
+    x = rng.standard_normal((300, 70)).astype(np.float32)
+    out, mask = K.dropout_forward(x, 0.3, seed=4)
+    dout = rng.standard_normal(x.shape).astype(np.float32)
+    want = K.dropout_backward(dout, mask, 0.3, dinp=np.zeros_like(x))
+    for _ in range(3):
+        junk = np.full_like(x, np.nan)
+        del junk
+        np.testing.assert_array_equal(K.dropout_backward(dout, mask, 0.3), want)
+    start = rng.standard_normal(x.shape).astype(np.float32)
+    np.testing.assert_array_equal(K.dropout_backward(dout, mask, 0.3, dinp=start.copy()), start + want)

@@ -151,8 +151,9 @@ C-contiguous ``dinp`` is accumulated into and returned.
     C('if (ct_check_probability(p, fn, "p")) goto fail;'),
     In("dout", "float"),
     In("mask", "bool", "nd", [like("dout", "dout's shape")]),
-    Grad("dinp", like="dout", arg="dinp"),
-    Call("dropout_backward", "dinp, dout, mask, PyArray_SIZE(dout), p"),
+    C("int given = o_dinp != Py_None; /* else a fresh dinp is written, not zero-filled */"),
+    Grad("dinp", like="dout", arg="dinp", zero_fill="given"),
+    Call("dropout_backward", "dinp, dout, mask, PyArray_SIZE(dout), p, given"),
     ("dinp",)])
 
 # ------------------------------------------------------------------ embedding
@@ -244,9 +245,10 @@ Ignored rows get a zero gradient.
     C("int dloss_ndim = a.reduction == CT_REDUCE_NONE ? 1 : 0;"),
     In("dloss", "t", ("dloss_ndim", "dloss_ndim"), ["(dloss_ndim && " + dim(0, "a.N", "logits.shape[0]") + ")"]),
     In("lse", "f64", 1, [dim(0, "a.N", "logits.shape[0]")]),
-    Grad("dlogits", like="a.logits", arg="dlogits"),
+    C("int given = o_dlogits != Py_None; /* else a fresh dlogits is written, not zero-filled */"),
+    Grad("dlogits", like="a.logits", arg="dlogits", zero_fill="given"),
     Call("cross_entropy_backward", "dlogits, dloss, CT_DATA(a.logits), CT_DATA(a.targets), lse, "
-         "CT_DATA(a.weight), a.N, a.C, (int64_t)ignore_index, label_smoothing, a.reduction"),
+         "CT_DATA(a.weight), a.N, a.C, (int64_t)ignore_index, label_smoothing, a.reduction, given"),
     ("dlogits",)])
 
 # ------------------------------------------------------------------ layernorm
