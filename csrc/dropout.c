@@ -31,15 +31,26 @@ typedef struct {
     uint64_t seed, offset;
 } FN(dropout_args);
 
-/* Elements [i0, i1): the mask is counter-based, so a block's mask is the
- * slice of the whole mask whichever thread makes it. */
-static CT_RANDOM_CLONES void FN(dropout_forward_range)(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
+/* dropout_range: elements offset .. offset + n - 1 of a dropout, serially
+ *   inp (n), out (n) apart from inp, mask (n):
+ *   mask[i] = ct_random_kept(seed, offset + i), out[i] = inp[i] * mask[i] / (1 - p)
+ * Two passes: the mask (64-bit multiplies, which SSE2/AVX2 lack), then the
+ * scaling, which vectorises.  The mask is counter-based, so a part's mask is
+ * the slice of the whole one whichever thread makes it: dropout_forward's
+ * blocks, and the fused feed-forward's (fused.c) chunks of rows. */
+CT_RANDOM_CLONES void FN(dropout_range)(real *out, uint8_t *mask, const real *inp, ct_int n, double p,
+                                        uint64_t seed, uint64_t offset)
+{
+    ct_random_keep_range(mask, n, seed, offset, ct_random_threshold(p));
+    FN(dropout_scale_loop)(out, inp, mask, n, FN(dropout_scale)(p));
+}
+
+/* Elements [i0, i1) of dropout_forward (a block of ct_parallel_rows). */
+static void FN(dropout_forward_range)(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
 {
     const FN(dropout_args) *a = ctx;
-    /* Two passes: the mask (64-bit multiplies, which SSE2/AVX2 lack), then
-     * the scaling, which vectorises. */
-    ct_random_keep_range(a->mask + i0, i1 - i0, a->seed, a->offset + (uint64_t)i0, ct_random_threshold(a->p));
-    FN(dropout_scale_loop)(a->out + i0, a->inp + i0, a->mask + i0, i1 - i0, FN(dropout_scale)(a->p));
+    FN(dropout_range)(a->out + i0, a->mask + i0, a->inp + i0, (ct_int)(i1 - i0), a->p, a->seed,
+                      a->offset + (uint64_t)i0);
 }
 
 /* dropout_forward

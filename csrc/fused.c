@@ -12,6 +12,7 @@
  * A row is skipped only when its gradient is all zeros and its saved inputs
  * are finite, so the result equals the dense computation (0 * NaN is NaN). */
 #ifndef CT_TEMPLATE_PASS
+#include "dropout.h"
 #include "fused.h"
 #include "linear.h"
 #define CT_TEMPLATE_FILE "fused.c"
@@ -65,6 +66,45 @@ void FN(bias_act_forward)(real *out, const real *inp, const real *bias, int act,
 {
     FN(bias_act_args) a = {out, inp, bias, act, N};
     ct_parallel_rows(M, (act == CT_ACT_RELU ? 2.0 : 20.0) * M * N, FN(bias_act_rows), &a);
+}
+
+typedef struct {
+    real *out;
+    uint8_t *keep;
+    const real *inp, *bias;
+    int act;
+    ct_int N;
+    double p;
+    uint64_t seed;
+} FN(bias_act_dropout_args);
+
+#define CT_FUSED_CHUNK 256 /* elements of a row made at a time, in a stack buffer */
+
+/* Rows [m0, m1) of bias_act_dropout_forward: each chunk of a row through
+ * bias_act_row into a buffer that stays in L1, then dropout_range from it. */
+static void FN(bias_act_dropout_rows)(void *ctx, ptrdiff_t m0, ptrdiff_t m1)
+{
+    const FN(bias_act_dropout_args) *a = ctx;
+    real act_values[CT_FUSED_CHUNK];
+    for (ct_int m = m0; m < m1; m++)
+        for (ct_int c = 0; c < a->N; c += CT_FUSED_CHUNK) {
+            ct_int len = CT_MIN((ct_int)CT_FUSED_CHUNK, a->N - c), at = m * a->N + c;
+            FN(bias_act_row)(act_values, a->inp + at, a->bias != NULL ? a->bias + c : NULL, a->act, len);
+            FN(dropout_range)(a->out + at, a->keep + at, act_values, len, a->p, a->seed, (uint64_t)at);
+        }
+}
+
+/* bias_act_dropout_forward
+ *   inp (M, N), bias (N) or NULL, 0 <= p <= 1
+ *   out (M, N) = dropout(act(inp + bias)), keep (M, N) its mask: dropout_forward's
+ *   of the flat index from offset 0, for seed (dropout.c)
+ * bias_act_forward then dropout_forward, with the same bits, in one pass over
+ * memory: the (M, N) activation is never written whole and read back. */
+void FN(bias_act_dropout_forward)(real *out, uint8_t *keep, const real *inp, const real *bias, int act,
+                                  ct_int M, ct_int N, double p, uint64_t seed)
+{
+    FN(bias_act_dropout_args) a = {out, keep, inp, bias, act, N, p, seed};
+    ct_parallel_rows(M, ((act == CT_ACT_RELU ? 2.0 : 20.0) + 8.0) * M * N, FN(bias_act_dropout_rows), &a);
 }
 
 /* One row of relu backward: dz = dout where z = inp + bias > 0 (0 where z <= 0, NaN z

@@ -11,6 +11,8 @@ enum { CT_ACT_RELU = 0, CT_ACT_GELU = 1, CT_ACT_GELU_TANH = 2 };
 #else
 void FN(bias_act_forward)(real *out, const real *inp, const real *bias, int act, ct_int M,
                           ct_int N);
+void FN(bias_act_dropout_forward)(real *out, uint8_t *keep, const real *inp, const real *bias, int act,
+                                  ct_int M, ct_int N, double p, uint64_t seed);
 void FN(bias_act_backward)(real *dinp, real *dbias, const real *dout, const real *inp,
                            const real *bias, int act, ct_int M, ct_int N);
 void FN(add_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp,

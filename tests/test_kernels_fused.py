@@ -37,6 +37,43 @@ def test_bias_act_bad_input(rng):
         K.bias_act_backward(np.ones((3, 3)), x)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act,approximate", ACTS)
+def test_bias_act_dropout_is_bias_act_then_dropout(rng, dtype, act, approximate):
+    """The fused forward of the feed-forward's activation and dropout gives
+    the bits of bias_act_forward then dropout_forward (offset 0): shapes
+    whose rows cross the kernel's 256-element chunks at odd counters, with
+    and without bias, p 0 / 0.3 / 1, at 1 and 2 threads."""
+    import ctransformer as ct
+    before = ct.get_num_threads()
+    try:
+        for threads in (1, 2):
+            ct.set_num_threads(threads)
+            for shape in [(7, 513), (3, 5), (64, 512), (0, 4), (2, 3, 300)]:
+                h = rng.standard_normal(shape).astype(dtype)
+                for bias in (rng.standard_normal(shape[-1]).astype(dtype), None):
+                    for p in (0.0, 0.3, 1.0):
+                        want = K.dropout_forward(K.bias_act_forward(h, bias, act, approximate), p, 41)
+                        got = K.bias_act_dropout_forward(h, bias, p, 41, act, approximate)
+                        assert got[1].dtype == np.bool_ and got[0].dtype == dtype
+                        np.testing.assert_array_equal(got[0], want[0])
+                        np.testing.assert_array_equal(got[1], want[1])
+    finally:
+        ct.set_num_threads(before)
+
+
+def test_bias_act_dropout_bad_input(rng):
+    x = rng.standard_normal((3, 4))
+    with pytest.raises(ValueError, match=r"bias_act_dropout_forward: p must be in \[0, 1\], got 1.5"):
+        K.bias_act_dropout_forward(x, None, 1.5, 0)
+    with pytest.raises(ValueError, match=r"bias_act_dropout_forward: seed must be 0 <= seed < 2\*\*64, got -1"):
+        K.bias_act_dropout_forward(x, None, 0.1, -1)
+    with pytest.raises(ValueError, match=r"bias_act_dropout_forward: bias.shape\[0\] must be 4 \(inp.shape\[-1\]\), got 5"):
+        K.bias_act_dropout_forward(x, np.zeros(5), 0.1, 0)
+    with pytest.raises(ValueError, match="bias_act_dropout_forward: act must be 'relu', 'gelu' or 'gelu_tanh', got 'tanh'"):
+        K.bias_act_dropout_forward(x, None, 0.1, 0, "tanh")
+
+
 # ---- residual add + LayerNorm -------------------------------------------------
 
 def test_add_layernorm_constant_row_and_nan(rng):

@@ -386,6 +386,18 @@ kernel("bias_act_forward", "fused", "inp, bias: array? = None, act: str = 'relu'
            Call("bias_act_forward", "out, inp, bias, act_id, M, N"),
            ("out",)], python=False)
 
+kernel("bias_act_dropout_forward", "fused", "inp, p: float, seed: uint64, bias: array? = None, "
+       "act: str = 'relu'",
+       "dropout(act(inp + bias), p) over the last axis, and its mask.", "Tuple[np.ndarray, np.ndarray]", [
+           ACT,
+           C('if (ct_check_probability(p, fn, "p")) goto fail;'),
+           In("inp", "float", (1, -1)),
+           C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
+           row_vector("bias", "N", "inp.shape[-1]"),
+           Out("out", like="inp"), Out("keep", like="inp", dtype="bool"),
+           Call("bias_act_dropout_forward", "out, keep, inp, bias, act_id, M, N, p, seed"),
+           ("out", "keep")], python=False)
+
 kernel("bias_act_backward", "fused",
        "dout, inp, bias: array? = None, act: str = 'relu', dinp: array? = None, dbias: array? = None",
        "Gradients of bias_act_forward; given arrays are accumulated into.",

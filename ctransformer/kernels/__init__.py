@@ -30,7 +30,8 @@ from .attention import (MHAGrads, MHASaved, PackedGrads, PackedSaved, mha_backwa
                         mha_packed_backward, mha_packed_forward, positional_encoding, sdpa_backward, sdpa_forward)
 from .decode import (attend_step, cache_reorder, decode_layer_plan, decode_layer_step, decode_linear,
                      decode_model_step, kv_cache_append)
-from .fused import add_layernorm_backward, add_layernorm_forward, bias_act_backward, bias_act_forward, ff_backward
+from .fused import (add_layernorm_backward, add_layernorm_forward, bias_act_backward, bias_act_dropout_forward,
+                    bias_act_forward, ff_backward)
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
 from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
 from .crossentropy import cross_entropy_backward, cross_entropy_forward

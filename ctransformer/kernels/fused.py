@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import _C
-from ._args import as_float
+from ._args import U64, as_float, as_int
 
 
 def _act_name(fn: str, act: str, approximate: str) -> str:
@@ -26,6 +26,17 @@ def bias_act_forward(inp: np.ndarray, bias: Optional[np.ndarray] = None, act: st
     act is "relu" or "gelu" (exact erf form, or torch's tanh form with
     approximate="tanh")."""
     return _C.bias_act_forward(inp, bias, _act_name("bias_act_forward", act, approximate))
+
+
+def bias_act_dropout_forward(inp: np.ndarray, bias: Optional[np.ndarray], p: float, seed: int,
+                             act: str = "relu", approximate: str = "none") -> Tuple[np.ndarray, np.ndarray]:
+    """``dropout(act(inp + bias), p)`` in one pass: inp (..., N), bias (N) or
+    None -> (out (..., N), keep (..., N) bool, True where kept).  The same bits
+    as :func:`bias_act_forward` then ``dropout_forward(., p, seed)`` (offset
+    0): the feed-forward block's forward with dropout."""
+    fn = "bias_act_dropout_forward"
+    return _C.bias_act_dropout_forward(inp, as_float(fn, "p", p), as_int(fn, "seed", seed, *U64), bias,
+                                       _act_name(fn, act, approximate))
 
 
 def bias_act_backward(dout: np.ndarray, inp: np.ndarray, bias: Optional[np.ndarray] = None,

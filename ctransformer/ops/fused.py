@@ -1,6 +1,6 @@
 """The Transformer's fused sub-layers through the C fused kernels, ONE
-autograd op each: the feed-forward block (``kernels.bias_act_forward``,
-``kernels.ff_backward``) and the post-norm residual connection
+autograd op each: the feed-forward block (``kernels.bias_act_forward`` or
+``kernels.bias_act_dropout_forward``, ``kernels.ff_backward``) and the post-norm residual connection
 (``kernels.add_layernorm_*``)."""
 from __future__ import annotations
 
@@ -26,11 +26,13 @@ def feed_forward(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Op
     xd = x._data
     h = K.linear_forward(xd, w1._data, None)
     b1d = None if b1 is None else b1._data
-    a = K.bias_act_forward(h, b1d, activation, approximate)
     drop = training and dropout_p > 0
     keep = None
-    if drop:
-        a, keep = K.dropout_forward(a, dropout_p, default_generator.next_seed())
+    if drop:  # act and dropout in one pass (the same bits as the two kernels)
+        a, keep = K.bias_act_dropout_forward(h, b1d, dropout_p, default_generator.next_seed(), activation,
+                                             approximate)
+    else:
+        a = K.bias_act_forward(h, b1d, activation, approximate)
     y = K.linear_forward(a, w2._data, None if b2 is None else b2._data)
     del a  # backward recomputes linear2's input from h (and keep): one (..., F) array saved, not two
     p = dropout_p if drop else 0.0
