@@ -1,5 +1,6 @@
 /* fused.c - the element-wise pieces of a Transformer block fused into one pass:
  *   bias_act:       out = act(inp + bias)            (feed-forward: Linear without bias, then this)
+ *   bias_act_dropout: out = dropout(act(inp + bias))  (the same while training; dropout.c's mask)
  *   (add_layernorm, LayerNorm(inp + residual), is declared in fused.h and lives
  *   in layernorm.c beside layernorm: one home for the layer-norm maths)
  * Backward recomputes inp + bias instead of storing it.

@@ -105,6 +105,18 @@ def test_linear_backward_zero_rows_are_left_out(rng, dtype, given):
         np.testing.assert_allclose(g, wi, **tol)
 
 
+def test_linear_backward_all_rows_zero(rng):
+    """Every row of dout zero: fresh gradients are zeros, given ones unchanged."""
+    x, w = rng.standard_normal((40, 6)), rng.standard_normal((5, 6))
+    dout = np.zeros((40, 5))
+    for g in K.linear_backward(dout, x, w):
+        assert (g == 0).all()
+    starts = [rng.standard_normal(s) for s in ((40, 6), (5, 6), (5,))]
+    got = K.linear_backward(dout, x, w, True, True, *[s.copy() for s in starts])
+    for g, s in zip(got, starts):
+        np.testing.assert_array_equal(g, s)
+
+
 def test_linear_backward_zero_rows_with_nan_inputs_stay_dense(rng):
     """0 * NaN is NaN in the dense products: a zero row of dout whose saved
     input row holds a NaN, or a weight with an inf, is not left out."""
