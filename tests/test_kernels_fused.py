@@ -62,6 +62,19 @@ def test_bias_act_dropout_is_bias_act_then_dropout(rng, dtype, act, approximate)
         ct.set_num_threads(before)
 
 
+def test_bias_act_dropout_views_and_vectors(rng):
+    """A strided view and a 1-d input give what their contiguous copies give."""
+    h = rng.standard_normal((40, 24)).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    view = h.T  # (24, 40), not C-contiguous
+    for got, want in zip(K.bias_act_dropout_forward(view, b, 0.4, 9), K.bias_act_dropout_forward(view.copy(), b, 0.4, 9)):
+        np.testing.assert_array_equal(got, want)
+    row = h[3]
+    for got, want in zip(K.bias_act_dropout_forward(row, None, 0.4, 9, "gelu"),
+                         K.dropout_forward(K.bias_act_forward(row, None, "gelu"), 0.4, 9)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_bias_act_dropout_bad_input(rng):
     x = rng.standard_normal((3, 4))
     with pytest.raises(ValueError, match=r"bias_act_dropout_forward: p must be in \[0, 1\], got 1.5"):
