@@ -152,6 +152,37 @@ def test_ff_backward_gradients_float64(rng, act, approximate, p):
     check_grads(forward, grads, s, list(s))
 
 
+@pytest.mark.parametrize("act,approximate", ACTS)
+def test_feed_forward_op_with_dropout_gradients_float64(rng, act, approximate):
+    """The feed-forward op while training with dropout (its forward through
+    bias_act_dropout_forward, its backward ff_backward with that kernel's
+    mask) against central differences, the generator reseeded before each
+    forward so that every evaluation drops the same elements."""
+    import ctransformer as ct
+    from ctransformer.ops.fused import feed_forward
+    s = ff_setup(rng)
+
+    def run(arrays, need_grad):
+        ct.manual_seed(5)
+        ts = {n: None if a is None else ct.tensor(a, requires_grad=need_grad) for n, a in arrays.items()}
+        y = feed_forward(ts["x"], ts["w1"], ts["b1"], ts["w2"], ts["b2"], act, approximate, dropout_p=0.4,
+                         training=True)
+        return y, ts
+
+    def forward(x, w1, b1, w2, b2):
+        return run(dict(x=x, w1=w1, b1=b1, w2=w2, b2=b2), False)[0].detach().numpy()
+
+    def grads(dout, x, w1, b1, w2, b2):
+        y, ts = run(dict(x=x, w1=w1, b1=b1, w2=w2, b2=b2), True)
+        y.backward(ct.tensor(dout))
+        return {n: t.grad.numpy() for n, t in ts.items()}
+
+    no_dropout = feed_forward(*[None if a is None else ct.tensor(a) for a in s.values()], act, approximate,
+                              dropout_p=0.4, training=False)
+    assert not np.allclose(forward(*s.values()), no_dropout.numpy())  # some elements were dropped
+    check_grads(forward, grads, s, list(s))
+
+
 def dense_ff_grads(dout, s, h, keep, p):
     """The same gradients from the separate kernels (no row skipping)."""
     a = K.bias_act_forward(h, s["b1"])
