@@ -1,8 +1,8 @@
 /* linear.c - fully connected layer and batched matrix product.
  * GEMMs go to OpenBLAS, except the float32 forward of a layer whose inner
  * dimension is short (the packed kernel below) or of 9 to 32 rows (the
- * weight streamed, the rows packed); everything here is a thin contract
- * around them. */
+ * weight streamed, the rows packed), and the float32 input gradient on
+ * AVX-512 (the packed kernel); everything here is a thin contract around them. */
 #ifndef CT_TEMPLATE_PASS
 #include "packed_gemm.h"
 #include "parallel.h"
@@ -22,9 +22,8 @@
  *   M 1024, K 512, N 128: 1.05 (the rows of inp no longer stay in L2).
  * Hence K <= CT_LINEAR_PACKED_MAX_K and inp at most 1 MB (below), on
  * AVX-512 (the AVX2 kernel was not measured against sgemm on these shapes).
- * dinp's product (dinp += dout weight) stays with sgemm: packed, it took
- * 0.79-1.00 of sgemm's time at the demo's sizes but 1.05-1.12 at d_model
- * 128 (M 1024, inner 128-512).
+ * dinp's product (dinp += dout weight) takes the packed kernel too, its rows
+ * in chunks that stay in L2 (linear_dinp_packed, below).
  * Each row is the kernel's k-order sum, one FMA per term, plus the bias,
  * whatever the row blocks: the same bits on any thread count.  Rows are
  * split over the pool as a GEMM's (ct_threads_for), in blocks sized by the
@@ -36,6 +35,7 @@ typedef struct {
     const float *inp, *bias;
     const ct_packed *pk;
     ct_int K, N;
+    int accumulate;
 } packed_job;
 
 /* Rows [r0, r1) in chunks of at most CT_LINEAR_PACKED_CHUNK_BYTES of inp:
@@ -49,18 +49,33 @@ typedef struct {
 #define CT_LINEAR_PACKED_MAX_INP_BYTES (1024 * 1024)
 
 static void linear_packed_chunks(float *out, const float *inp, const ct_packed *pk, const float *bias, ct_int r0,
-                                 ct_int r1, ct_int K, ct_int N)
+                                 ct_int r1, ct_int K, ct_int N, int accumulate)
 {
     ct_int chunk = CT_MAX(12, CT_LINEAR_PACKED_CHUNK_BYTES / (K * (ct_int)sizeof(float)) / 12 * 12);
     for (ct_int r = r0; r < r1; r += chunk)
-        ct_packed_gemm(out + r * N, N, inp + r * K, K, CT_MIN(chunk, r1 - r), pk, bias, 0);
+        ct_packed_gemm(out + r * N, N, inp + r * K, K, CT_MIN(chunk, r1 - r), pk, bias, accumulate);
 }
 
 /* Rows [r0, r1) (a block of ct_parallel_shares). */
 static void packed_rows(void *arg, ptrdiff_t r0, ptrdiff_t r1)
 {
     const packed_job *j = arg;
-    linear_packed_chunks(j->out, j->inp, j->pk, j->bias, (ct_int)r0, (ct_int)r1, j->K, j->N);
+    linear_packed_chunks(j->out, j->inp, j->pk, j->bias, (ct_int)r0, (ct_int)r1, j->K, j->N, j->accumulate);
+}
+
+/* out (M, N) (+)= a (M, K) op(w) + bias through the packed kernel, rows split over the
+ * pool; op(w) = w^T for w (N, K) (w_is_nk), w for w (K, N).  Returns 0, or 1 when the
+ * weight cannot be packed here (out untouched: take the GEMM). */
+static int packed_product(float *out, const float *a, const float *w, int w_is_nk, const float *bias, ct_int M,
+                          ct_int K, ct_int N, int accumulate)
+{
+    ct_packed pk;
+    if (ct_packed_init(&pk, w, N, K, w_is_nk) != 0) return 1; /* out of memory: the GEMM needs none */
+    int threads = ct_split_threads(ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here()), (int)M);
+    packed_job job = {out, a, bias, &pk, K, N, accumulate};
+    ct_parallel_shares(M, threads, threads, CT_SPLIT_ALIGN, packed_rows, &job);
+    ct_packed_free(&pk);
+    return 0;
 }
 
 /* ---- few rows against a large weight: the weight streamed, the rows packed --
@@ -140,13 +155,25 @@ static int linear_forward_packed(float *out, const float *inp, const float *weig
     if (K > CT_LINEAR_PACKED_MAX_K || (double)M * K * sizeof(float) > CT_LINEAR_PACKED_MAX_INP_BYTES ||
         ct_packed_active_isa() != CT_PACKED_AVX512)
         return 1;
-    ct_packed pk;
-    if (ct_packed_init(&pk, weight, N, K, 1) != 0) return 1; /* out of memory: the GEMM needs none */
-    int threads = ct_split_threads(ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here()), (int)M);
-    packed_job job = {out, inp, bias, &pk, K, N};
-    ct_parallel_shares(M, threads, threads, CT_SPLIT_ALIGN, packed_rows, &job);
-    ct_packed_free(&pk);
-    return 0;
+    return packed_product(out, inp, weight, 1, bias, M, K, N, 0);
+}
+
+/* ---- float32 dinp (M, K) (+)= dout (M, N) weight (N, K): the packed kernel --
+ * The weight is packed as it is (panels of its columns), dout's rows are read
+ * in place in chunks that stay in L2.  Measured against sgemm on this 2-core
+ * Xeon, one thread, hot operands, M 768 (a batch's live rows), GFLOP/s:
+ *   K x N (out x inner) 128 x 384 / 128 / 512 / 1000: 109-113 vs 90-100;
+ *   512 x 128: 103 vs 97;  64 x 192 / 300, 256 x 64: 109-115 vs 98-100;
+ *   512 x 512 / 1536 / 8000, 2048 x 512: 104-110 vs 98-101;  512 x 2048: 100 vs 102.
+ * (dweight's dout^T inp stays with sgemm: through the kernel, a transposed
+ * copy of dout plus the product, it took 0.85-1.0 of sgemm's rate.)
+ * Each row of dinp is the kernel's n-order sum of single FMAs, added to dinp's
+ * row when accumulating: the same bits on any thread count and row split. */
+static int linear_dinp_packed(float *dinp, const float *dout, const float *weight, ct_int M, ct_int K, ct_int N,
+                              int accumulate)
+{
+    if (ct_packed_active_isa() != CT_PACKED_AVX512) return 1;
+    return packed_product(dinp, dout, weight, 0, NULL, M, N, K, accumulate);
 }
 #endif
 
@@ -240,9 +267,14 @@ void FN(linear_backward)(real *dinp, real *dweight, real *dbias, const real *dou
         return;
     }
     if (dbias != NULL) FN(sum_rows)(dbias, dout, M, N, accumulate);
-    if (dinp != NULL)
-        GEMM(CT_ROWMAJOR, CT_NOTRANS, CT_NOTRANS, (int)M, (int)K, (int)N, 1, dout, (int)N, weight,
-             (int)K, beta, dinp, (int)K);
+    if (dinp != NULL) {
+#if CT_DTYPE_IS_F32
+        if (linear_dinp_packed(dinp, dout, weight, M, K, N, accumulate) == 0) dinp = NULL;
+#endif
+        if (dinp != NULL)
+            GEMM(CT_ROWMAJOR, CT_NOTRANS, CT_NOTRANS, (int)M, (int)K, (int)N, 1, dout, (int)N, weight,
+                 (int)K, beta, dinp, (int)K);
+    }
     if (dweight != NULL)
         GEMM(CT_ROWMAJOR, CT_TRANS, CT_NOTRANS, (int)N, (int)K, (int)M, 1, dout, (int)N, inp,
              (int)K, beta, dweight, (int)K);

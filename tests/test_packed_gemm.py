@@ -214,3 +214,72 @@ def test_linear_forward_short_k_same_bits_on_any_thread_count(m, k):
         share_speeds(None)
         ct.use_deterministic_algorithms(False)
         K.set_num_threads(threads)
+
+
+# (M, K, N) of linear_backward: dinp (M, K) = dout (M, N) weight (N, K), the
+# inner dimension N; 3100 makes chunks of 12 rows (256 KB of dout each)
+DINP_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (576, 64, 192), (100, 256, 65), (50, 37, 45), (40, 20, 257),
+               (37, 45, 3100)]
+
+
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+def test_linear_backward_dinp_every_kernel(isa):
+    """float32 linear_backward's dinp runs the packed kernel on AVX-512, with
+    the weight packed as it is (csrc/linear.c; sgemm otherwise): fresh and
+    accumulated into a given buffer, on shapes with row, column and inner
+    remainders and chunks of rows, the float64 product to float32 rounding;
+    dweight and dbias beside it unchanged; a NaN in dout stays in its row."""
+    rng = np.random.default_rng(14)
+    for m, k, n in DINP_SHAPES:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        d = rng.standard_normal((m, n)).astype(np.float32)
+        given = rng.standard_normal((m, k)).astype(np.float32)
+        ref = d.astype(np.float64) @ w.astype(np.float64)
+        bound = (n + 1) * np.finfo(np.float32).eps * (np.abs(d) @ np.abs(w) + np.abs(given))
+        dinp, dw, db = K.linear_backward(d, x, w)
+        assert dinp.dtype == np.float32 and dinp.shape == (m, k)
+        assert (np.abs(dinp - ref) <= bound).all(), (m, k, n, isa)
+        acc = given.copy()
+        out = K.linear_backward(d, x, w, dinp=acc)[0]
+        assert out is acc and (np.abs(acc - (given + ref)) <= bound).all(), (m, k, n, isa)
+        np.testing.assert_allclose(dw, d.astype(np.float64).T @ x, rtol=1e-4, atol=1e-4 * np.sqrt(m))
+        np.testing.assert_allclose(db, d.astype(np.float64).sum(0), rtol=1e-4, atol=1e-4 * np.sqrt(m))
+    d = rng.standard_normal((30, 300)).astype(np.float32)
+    d[17, 3] = np.nan
+    got = K.linear_backward(d, rng.standard_normal((30, 40)).astype(np.float32),
+                            rng.standard_normal((300, 40)).astype(np.float32), with_bias=False)[0]
+    assert np.isnan(got[17]).all() and np.isfinite(np.delete(got, 17, axis=0)).all()
+
+
+@pytest.mark.parametrize("m, k, n", [(1000, 128, 384), (40, 64, 3100)], ids=["d128", "chunks12"])
+def test_linear_backward_dinp_same_bits_on_any_thread_count(m, k, n):
+    """Each row of the packed dinp is one inner-order sum whatever the row
+    blocks, so 2 or 3 threads (blocks sized by far-apart speeds too) change
+    no bit, fresh or accumulated."""
+    if CPU_ISA != "avx512":
+        pytest.skip("the packed dinp runs on AVX-512 only; sgemm agrees to rounding (test_thread_pool.py)")
+    from ctransformer.kernels.runtime import share_speeds
+    import ctransformer as ct
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    d = rng.standard_normal((m, n)).astype(np.float32)
+    given = rng.standard_normal((m, k)).astype(np.float32)
+    threads = K.get_num_threads()
+    ct.use_deterministic_algorithms(True)
+    try:
+        K.set_num_threads(1)
+        one = K.linear_backward(d, x, w)[0]
+        one_acc = K.linear_backward(d, x, w, dinp=given.copy())[0]
+        for speeds in (None, [3.0, 0.33, 1.0], [0.33, 1.0, 3.0]):
+            if speeds is not None:
+                share_speeds(speeds)
+            for t in (2, 3):
+                K.set_num_threads(t)
+                np.testing.assert_array_equal(K.linear_backward(d, x, w)[0], one)
+                np.testing.assert_array_equal(K.linear_backward(d, x, w, dinp=given.copy())[0], one_acc)
+    finally:
+        share_speeds(None)
+        ct.use_deterministic_algorithms(False)
+        K.set_num_threads(threads)
