@@ -19,16 +19,23 @@
  * this 2-core Xeon, one thread, out = inp weight^T + bias, bias included:
  *   M 768, K 64, N 64 / 192 / 256 / 300: 0.75 / 0.83 / 0.85 / 0.91 of sgemm's time;
  *   M 768, K 256, N 64: 0.90;  M 1024, K 128, N 384 / 1000: 0.95 / 0.99;
- *   M 1024, K 512, N 128: 1.05 (the rows of inp no longer stay in L2).
- * Hence K <= CT_LINEAR_PACKED_MAX_K and inp at most 1 MB (below), on
- * AVX-512 (the AVX2 kernel was not measured against sgemm on these shapes).
+ *   M 1024, K 512, N 128: 1.05 in one go (the rows of inp no longer stay in
+ *   L2); in chunks of rows (below), against the sgemm build in one process:
+ *   M 1024, K 512, N 128 / 512 / 1536 / 2048: 0.89 / 0.93 / 0.94 / 0.95;
+ *   M 64, K 512, N 512: 0.91;  M 3200, K 256, N 2048: 0.95;
+ *   but M 1024, K 512, N 8000: 1.02 (a 16 MB weight re-read by every chunk).
+ * Hence K <= CT_LINEAR_PACKED_MAX_K and a weight of at most
+ * CT_LINEAR_PACKED_MAX_WEIGHT_BYTES, on AVX-512 (the AVX2 kernel was not
+ * measured against sgemm on these shapes); 9 to 32 rows with K > 256 take
+ * the streamed weight instead (below).
  * dinp's product (dinp += dout weight) takes the packed kernel too, its rows
  * in chunks that stay in L2 (linear_dinp_packed, below).
  * Each row is the kernel's k-order sum, one FMA per term, plus the bias,
  * whatever the row blocks: the same bits on any thread count.  Rows are
  * split over the pool as a GEMM's (ct_threads_for), in blocks sized by the
  * threads' speeds (ct_parallel_shares). */
-#define CT_LINEAR_PACKED_MAX_K 256
+#define CT_LINEAR_PACKED_MAX_K 512
+#define CT_LINEAR_PACKED_MAX_WEIGHT_BYTES (4 * 1024 * 1024)
 
 typedef struct {
     float *out;
@@ -42,11 +49,9 @@ typedef struct {
  * the kernel walks every panel of the weight for its rows, re-reading them
  * once per panel, so a chunk of rows must stay in L2.  Measured, one
  * thread: an LSTM's input projection (M 3200, K 256, N 2048, 3.2 MB of
- * inp) took 1.27x sgemm's time in one go, 1.03x in chunks, so an inp over
- * CT_LINEAR_PACKED_MAX_INP_BYTES stays with sgemm (a rule on the shape
- * alone: which kernel runs never depends on the thread count). */
+ * inp) took 1.27x sgemm's time in one go, 1.03x in chunks.  (The rule is
+ * on the shape alone: which kernel runs never depends on the thread count.) */
 #define CT_LINEAR_PACKED_CHUNK_BYTES (256 * 1024)
-#define CT_LINEAR_PACKED_MAX_INP_BYTES (1024 * 1024)
 
 static void linear_packed_chunks(float *out, const float *inp, const ct_packed *pk, const float *bias, ct_int r0,
                                  ct_int r1, ct_int K, ct_int N, int accumulate)
@@ -100,6 +105,7 @@ static int packed_product(float *out, const float *a, const float *w, int w_is_n
  * Hence 9 to 32 rows with K > 256 (shorter depths keep the packed kernel). */
 #define CT_LINEAR_STREAMED_MIN_M 9
 #define CT_LINEAR_STREAMED_MAX_M 32
+#define CT_LINEAR_STREAMED_MIN_K 257
 
 typedef struct {
     float *out, *out_t;
@@ -129,7 +135,7 @@ static void streamed_rows(void *arg, ptrdiff_t n0, ptrdiff_t n1)
 static int linear_forward_streamed(float *out, const float *inp, const float *weight, const float *bias, ct_int M,
                                    ct_int K, ct_int N)
 {
-    if (M < CT_LINEAR_STREAMED_MIN_M || M > CT_LINEAR_STREAMED_MAX_M || K <= CT_LINEAR_PACKED_MAX_K ||
+    if (M < CT_LINEAR_STREAMED_MIN_M || M > CT_LINEAR_STREAMED_MAX_M || K < CT_LINEAR_STREAMED_MIN_K ||
         ct_packed_active_isa() != CT_PACKED_AVX512)
         return 1;
     ct_packed rows;
@@ -152,7 +158,7 @@ static int linear_forward_streamed(float *out, const float *inp, const float *we
 static int linear_forward_packed(float *out, const float *inp, const float *weight, const float *bias, ct_int M,
                                  ct_int K, ct_int N)
 {
-    if (K > CT_LINEAR_PACKED_MAX_K || (double)M * K * sizeof(float) > CT_LINEAR_PACKED_MAX_INP_BYTES ||
+    if (K > CT_LINEAR_PACKED_MAX_K || (double)N * K * sizeof(float) > CT_LINEAR_PACKED_MAX_WEIGHT_BYTES ||
         ct_packed_active_isa() != CT_PACKED_AVX512)
         return 1;
     return packed_product(out, inp, weight, 1, bias, M, K, N, 0);

@@ -153,19 +153,19 @@ def test_recurrent_blocks_by_speed(speeds):
 
 # K 37 and 100: whole 16 x 16 blocks of the AVX-512 packing plus a tail of K, in panels 32 and 13 / 6 wide
 LINEAR_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (768, 64, 192), (100, 256, 65), (50, 37, 45), (20, 100, 70),
-                 (40, 257, 20), (1100, 256, 40),
+                 (40, 257, 20), (1100, 256, 40), (300, 512, 130), (40, 600, 20), (50, 512, 2100),
                  # 9-32 rows with K > 256: the weight streamed, the rows packed (row and weight-block remainders)
                  (9, 257, 37), (20, 300, 13), (32, 517, 45), (31, 1030, 70), (8, 300, 20), (33, 300, 20)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
 def test_linear_forward_short_k_every_kernel(isa):
-    """float32 linear_forward with K <= 256 and inp up to 1 MB runs the packed
-    kernel on AVX-512, 9-32 rows with K > 256 the streamed-weight one
-    (csrc/linear.c; sgemm otherwise: 40 x 257, the 1.1 MB inp, 8 and 33
-    rows): with every kernel the CPU has, on shapes with row, column and K
-    remainders, with and without a bias, the float64 product to float32
-    rounding; a NaN stays in its row."""
+    """float32 linear_forward runs, on AVX-512, the streamed-weight kernel for
+    9-32 rows with K > 256, else the packed kernel for K <= 512 and a weight
+    up to 4 MB, its rows in chunks (the 1.1 MB inp, K 512) (csrc/linear.c;
+    sgemm otherwise: K 600, the 4.3 MB weight): with every kernel the CPU
+    has, on shapes with row, column and K remainders, with and without a
+    bias, the float64 product to float32 rounding; a NaN stays in its row."""
     rng = np.random.default_rng(12)
     for m, k, n in LINEAR_SHAPES:
         x = rng.standard_normal((m, k)).astype(np.float32)
