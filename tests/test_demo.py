@@ -191,7 +191,10 @@ def test_ctrl_c_during_training_keeps_the_last_finished_epoch(tmp_path):
     status 130, one line on stderr, the checkpoint of epoch 1 intact, no
     temporary file left, and the same command continues from it."""
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "ctransformer", "demo", *SMALL, "--train-size", "3000", "--epochs", "50",
+    # 12000 pairs: an epoch of about a second on this small model, so the
+    # SIGINT sent 0.3 s after epoch 1's line lands inside epoch 2 (with 3000
+    # pairs an epoch took 0.26-0.30 s and epoch 2 could finish first)
+    command = [sys.executable, "-m", "ctransformer", "demo", *SMALL, "--train-size", "12000", "--epochs", "50",
                "--output-dir", str(out)]
     # A shell that starts a job in the background (`cmd &` without job
     # control) ignores SIGINT for it, and an ignored SIGINT is inherited and
