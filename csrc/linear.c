@@ -23,17 +23,20 @@
  *   L2); in chunks of rows (below), against the sgemm build in one process:
  *   M 1024, K 512, N 128 / 512 / 1536 / 2048: 0.89 / 0.93 / 0.94 / 0.95;
  *   M 64, K 512, N 512: 0.91;  M 3200, K 256, N 2048: 0.95;
- *   but M 1024, K 512, N 8000: 1.02 (a 16 MB weight re-read by every chunk).
- * Hence K <= CT_LINEAR_PACKED_MAX_K and a weight of at most
- * CT_LINEAR_PACKED_MAX_WEIGHT_BYTES, on AVX-512 (the AVX2 kernel was not
- * measured against sgemm on these shapes); 9 to 32 rows with K > 256 take
- * the streamed weight instead (below).
+ *   but M 1024, K 512, N 8000: 1.02 (a 16 MB weight re-read by every chunk);
+ *   and with 1 or 2 rows packing the weight costs more than sgemm's product
+ *   (K 64-512: 1.7-3.6x its time; 4 and 8 rows 0.62-0.78).
+ * Hence at least CT_LINEAR_PACKED_MIN_M rows, K <= CT_LINEAR_PACKED_MAX_K
+ * and a weight of at most CT_LINEAR_PACKED_MAX_WEIGHT_BYTES, on AVX-512 (the
+ * AVX2 kernel was not measured against sgemm on these shapes); 9 to 32 rows
+ * with K > 256 take the streamed weight instead (below).
  * dinp's product (dinp += dout weight) takes the packed kernel too, its rows
  * in chunks that stay in L2 (linear_dinp_packed, below).
  * Each row is the kernel's k-order sum, one FMA per term, plus the bias,
  * whatever the row blocks: the same bits on any thread count.  Rows are
  * split over the pool as a GEMM's (ct_threads_for), in blocks sized by the
  * threads' speeds (ct_parallel_shares). */
+#define CT_LINEAR_PACKED_MIN_M 4
 #define CT_LINEAR_PACKED_MAX_K 512
 #define CT_LINEAR_PACKED_MAX_WEIGHT_BYTES (4 * 1024 * 1024)
 
@@ -158,7 +161,8 @@ static int linear_forward_streamed(float *out, const float *inp, const float *we
 static int linear_forward_packed(float *out, const float *inp, const float *weight, const float *bias, ct_int M,
                                  ct_int K, ct_int N)
 {
-    if (K > CT_LINEAR_PACKED_MAX_K || (double)N * K * sizeof(float) > CT_LINEAR_PACKED_MAX_WEIGHT_BYTES ||
+    if (M < CT_LINEAR_PACKED_MIN_M || K > CT_LINEAR_PACKED_MAX_K ||
+        (double)N * K * sizeof(float) > CT_LINEAR_PACKED_MAX_WEIGHT_BYTES ||
         ct_packed_active_isa() != CT_PACKED_AVX512)
         return 1;
     return packed_product(out, inp, weight, 1, bias, M, K, N, 0);
@@ -171,14 +175,27 @@ static int linear_forward_packed(float *out, const float *inp, const float *weig
  *   K x N (out x inner) 128 x 384 / 128 / 512 / 1000: 109-113 vs 90-100;
  *   512 x 128: 103 vs 97;  64 x 192 / 300, 256 x 64: 109-115 vs 98-100;
  *   512 x 512 / 1536 / 8000, 2048 x 512: 104-110 vs 98-101;  512 x 2048: 100 vs 102.
- * (dweight's dout^T inp stays with sgemm: through the kernel, a transposed
- * copy of dout plus the product, it took 0.85-1.0 of sgemm's rate.)
+ * In one process against sgemm (this / sgemm's time of linear_backward):
+ *   M 768: inner 128-1000 0.93-0.98, but 512 x 2048 1.02; M 3200, inner 2048: 0.98 / 1.01;
+ *   K 128, N 384: M 32 / 24 0.94 / 0.97, but M 16 / 8 / 1 1.18 / 1.32 / 1.75 (the packing
+ *   is not repaid).
+ * Hence at least CT_LINEAR_DINP_MIN_M rows, an inner dimension N of at most
+ * CT_LINEAR_DINP_MAX_N and a weight of at most CT_LINEAR_DINP_MAX_WEIGHT_BYTES
+ * (the packed copy is allocated per call).  (dweight's dout^T inp stays with
+ * sgemm: through the kernel, a transposed copy of dout plus the product, it
+ * took 0.85-1.0 of sgemm's rate.)
  * Each row of dinp is the kernel's n-order sum of single FMAs, added to dinp's
  * row when accumulating: the same bits on any thread count and row split. */
+#define CT_LINEAR_DINP_MIN_M 32
+#define CT_LINEAR_DINP_MAX_N 1536
+#define CT_LINEAR_DINP_MAX_WEIGHT_BYTES (16 * 1024 * 1024)
+
 static int linear_dinp_packed(float *dinp, const float *dout, const float *weight, ct_int M, ct_int K, ct_int N,
                               int accumulate)
 {
-    if (ct_packed_active_isa() != CT_PACKED_AVX512) return 1;
+    if (M < CT_LINEAR_DINP_MIN_M || N > CT_LINEAR_DINP_MAX_N ||
+        (double)N * K * sizeof(float) > CT_LINEAR_DINP_MAX_WEIGHT_BYTES || ct_packed_active_isa() != CT_PACKED_AVX512)
+        return 1;
     return packed_product(dinp, dout, weight, 0, NULL, M, N, K, accumulate);
 }
 #endif

@@ -153,7 +153,8 @@ def test_recurrent_blocks_by_speed(speeds):
 
 # K 37 and 100: whole 16 x 16 blocks of the AVX-512 packing plus a tail of K, in panels 32 and 13 / 6 wide
 LINEAR_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (768, 64, 192), (100, 256, 65), (50, 37, 45), (20, 100, 70),
-                 (40, 257, 20), (1100, 256, 40), (300, 512, 130), (40, 600, 20), (50, 512, 2100),
+                 (40, 257, 20), (1100, 256, 40), (300, 512, 130), (40, 600, 20), (50, 512, 2100), (3, 40, 20),
+                 (4, 40, 20),
                  # 9-32 rows with K > 256: the weight streamed, the rows packed (row and weight-block remainders)
                  (9, 257, 37), (20, 300, 13), (32, 517, 45), (31, 1030, 70), (8, 300, 20), (33, 300, 20)]
 
@@ -161,9 +162,10 @@ LINEAR_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (768, 64, 192), (100, 256
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
 def test_linear_forward_short_k_every_kernel(isa):
     """float32 linear_forward runs, on AVX-512, the streamed-weight kernel for
-    9-32 rows with K > 256, else the packed kernel for K <= 512 and a weight
-    up to 4 MB, its rows in chunks (the 1.1 MB inp, K 512) (csrc/linear.c;
-    sgemm otherwise: K 600, the 4.3 MB weight): with every kernel the CPU
+    9-32 rows with K > 256, else the packed kernel for 4 rows or more, K <=
+    512 and a weight up to 4 MB, its rows in chunks (the 1.1 MB inp, K 512)
+    (csrc/linear.c; sgemm otherwise: 1 to 3 rows, K 600, the 4.3 MB
+    weight): with every kernel the CPU
     has, on shapes with row, column and K remainders, with and without a
     bias, the float64 product to float32 rounding; a NaN stays in its row."""
     rng = np.random.default_rng(12)
@@ -217,15 +219,17 @@ def test_linear_forward_short_k_same_bits_on_any_thread_count(m, k):
 
 
 # (M, K, N) of linear_backward: dinp (M, K) = dout (M, N) weight (N, K), the
-# inner dimension N; 3100 makes chunks of 12 rows (256 KB of dout each)
-DINP_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (576, 64, 192), (100, 256, 65), (50, 37, 45), (40, 20, 257),
-               (37, 45, 3100)]
+# inner dimension N.  The packed kernel takes M >= 32 and N <= 1536 (sgemm:
+# M 1, 13, 25, 31 and N 1537); N 1536 makes chunks of 36 rows (256 KB of dout)
+DINP_SHAPES = [(1, 1, 1), (13, 7, 33), (25, 64, 31), (31, 40, 50), (32, 40, 50), (576, 64, 192), (100, 256, 65),
+               (50, 37, 45), (40, 20, 257), (100, 45, 1536), (40, 45, 1537)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
 def test_linear_backward_dinp_every_kernel(isa):
-    """float32 linear_backward's dinp runs the packed kernel on AVX-512, with
-    the weight packed as it is (csrc/linear.c; sgemm otherwise): fresh and
+    """float32 linear_backward's dinp runs the packed kernel on AVX-512 from
+    32 rows and an inner dimension up to 1536, with the weight packed as it
+    is (csrc/linear.c; sgemm otherwise): fresh and
     accumulated into a given buffer, on shapes with row, column and inner
     remainders and chunks of rows, the float64 product to float32 rounding;
     dweight and dbias beside it unchanged; a NaN in dout stays in its row."""
@@ -252,7 +256,7 @@ def test_linear_backward_dinp_every_kernel(isa):
     assert np.isnan(got[17]).all() and np.isfinite(np.delete(got, 17, axis=0)).all()
 
 
-@pytest.mark.parametrize("m, k, n", [(1000, 128, 384), (40, 64, 3100)], ids=["d128", "chunks12"])
+@pytest.mark.parametrize("m, k, n", [(1000, 128, 384), (100, 64, 1536)], ids=["d128", "chunks36"])
 def test_linear_backward_dinp_same_bits_on_any_thread_count(m, k, n):
     """Each row of the packed dinp is one inner-order sum whatever the row
     blocks, so 2 or 3 threads (blocks sized by far-apart speeds too) change
