@@ -187,7 +187,8 @@ def test_linear_forward_short_k_every_kernel(isa):
         assert np.isnan(got[17]).all() and np.isfinite(np.delete(got, 17, axis=0)).all()
 
 
-@pytest.mark.parametrize("m, k", [(1000, 128), (32, 600), (9, 257)], ids=["packed", "streamed32", "streamed9"])
+@pytest.mark.parametrize("m, k", [(1000, 128), (100, 512), (32, 600), (9, 257)],
+                         ids=["packed", "packed512", "streamed32", "streamed9"])
 def test_linear_forward_short_k_same_bits_on_any_thread_count(m, k):
     """Each output of the packed forward (the weight packed, or the rows
     packed and the weight streamed) is one k-order sum whatever the blocks,
