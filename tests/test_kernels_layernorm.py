@@ -99,21 +99,27 @@ def test_bad_input(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("d", [1, 7, 8, 33, 64])
-def test_rows_in_pairs_have_each_rows_own_bits(rng, dtype, d):
-    """The forward sums two rows' moments in one loop and the backward a row's
-    two sums in one loop (csrc/layernorm.c, in CT_LANE_SUM's order): every row
-    of a 5-row call (two pairs and a lone row) has exactly the bits of that row
-    normalised alone, with and without a residual, for widths on and off the
-    8 lanes; the backward's rows likewise."""
-    x = (rng.standard_normal((5, d)) * 4 + 2).astype(dtype)
-    res = rng.standard_normal((5, d)).astype(dtype)
+@pytest.mark.parametrize("d", [1, 7, 8, 33, 64, 1024, 1025])
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+def test_rows_in_groups_have_each_rows_own_bits(rng, dtype, d, affine):
+    """The forward sums four rows' moments in one loop and the backward a row's
+    two sums in one loop (csrc/layernorm.c, in CT_LANE_SUM's order); rows of up
+    to 1024 keep h, weight and bias in double on the stack, longer ones convert
+    them in each pass.  Every row of a 7-row call (a group of four and three
+    lone rows) has exactly the bits of that row normalised alone, with and
+    without a residual, weight or bias, for widths on and off the 8 lanes and on
+    both sides of 1024; the backward's rows likewise."""
+    n = 7
+    x = (rng.standard_normal((n, d)) * 4 + 2).astype(dtype)
+    res = rng.standard_normal((n, d)).astype(dtype)
     w, b = rng.standard_normal(d).astype(dtype), rng.standard_normal(d).astype(dtype)
-    dy = rng.standard_normal((5, d)).astype(dtype)
+    w = w if affine in ("both", "weight") else None
+    b = b if affine in ("both", "bias") else None
+    dy = rng.standard_normal((n, d)).astype(dtype)
     whole = K.add_layernorm_forward(x, res, w, b)
     plain = K.layernorm_forward(x, w, b)
     dwhole = K.add_layernorm_backward(dy, x, res, w, whole[1], whole[2])[0]
-    for i in range(5):
+    for i in range(n):
         one = K.add_layernorm_forward(x[i:i + 1], res[i:i + 1], w, b)
         for got, alone in zip(whole, one):
             np.testing.assert_array_equal(got[i:i + 1], alone)
@@ -121,5 +127,7 @@ def test_rows_in_pairs_have_each_rows_own_bits(rng, dtype, d):
             np.testing.assert_array_equal(got[i:i + 1], alone)
         dalone = K.add_layernorm_backward(dy[i:i + 1], x[i:i + 1], res[i:i + 1], w, one[1], one[2])[0]
         np.testing.assert_array_equal(dwhole[i:i + 1], dalone)
-    ref_out = ref_layernorm((x + res).astype(np.float64), w.astype(np.float64), b.astype(np.float64))[0]
+    w64 = None if w is None else w.astype(np.float64)
+    b64 = None if b is None else b.astype(np.float64)
+    ref_out = ref_layernorm((x + res).astype(np.float64), w64, b64)[0]
     np.testing.assert_allclose(whole[0], ref_out, **(F32 if dtype == np.float32 else F64))
