@@ -326,6 +326,23 @@ static void FN(scatter_add_rows)(real *dst, const real *src, const ct_int *idx, 
     ct_parallel_rows(n, 2.0 * (double)n * (double)N, FN(scatter_add_block), &a);
 }
 
+/* a (M, N) holds rows 0 .. n-1 of a compacted block whose row r belongs at
+ * row idx[r] (idx increasing, so idx[r] >= r): each moves there, from the
+ * last down (a row never lands on one still to move), and every other row
+ * is zeroed: the dead rows' gradient.  In place, instead of zeroing the whole
+ * of a and adding a compacted copy into it (a pass less over a, no copy). */
+static void FN(spread_rows)(real *a, const ct_int *idx, ct_int n, ct_int M, ct_int N)
+{
+    ct_int end = M; /* rows [dest + 1, end) are dead */
+    for (ct_int r = n - 1; r >= 0; r--) {
+        ct_int dest = idx[r];
+        memset(a + (dest + 1) * N, 0, (size_t)((end - dest - 1) * N) * sizeof(real));
+        if (dest != r) memcpy(a + dest * N, a + r * N, (size_t)N * sizeof(real));
+        end = dest;
+    }
+    memset(a, 0, (size_t)(end * N) * sizeof(real));
+}
+
 /* rows_linear_backward (linear_backward's contract, accumulate included)
  *   dout (M, N), inp (M, K), weight (N, K)
  *   dinp (M, K) (+)= dout weight;  dweight (N, K) (+)= dout^T inp;  dbias (N) (+)= colsum(dout)
@@ -347,18 +364,22 @@ int FN(rows_linear_backward)(real *dinp, real *dweight, real *dbias, const real 
     }
     real *dc = malloc((size_t)CT_MAX(n * N, 1) * sizeof(real));
     real *xc = malloc((size_t)CT_MAX(n * K, 1) * sizeof(real));
-    real *dxc = dinp ? malloc((size_t)CT_MAX(n * K, 1) * sizeof(real)) : NULL;
-    if (!dc || !xc || (dinp && !dxc)) {
+    /* accumulating: the live rows' gradient in its own buffer, then added in place */
+    real *dxc = dinp && accumulate ? malloc((size_t)CT_MAX(n * K, 1) * sizeof(real)) : NULL;
+    if (!dc || !xc || (dinp && accumulate && !dxc)) {
         free(idx), free(dc), free(xc), free(dxc);
         return -1;
     }
     FN(gather_rows)(dc, dout, idx, n, N);
     FN(gather_rows)(xc, inp, idx, n, K);
     FN(linear_backward)(NULL, dweight, dbias, dc, xc, weight, n, K, N, accumulate);
-    if (dinp) {
+    if (dinp && accumulate) {
         FN(linear_backward)(dxc, NULL, NULL, dc, xc, weight, n, K, N, 0);
-        if (!accumulate) memset(dinp, 0, (size_t)(M * K) * sizeof(real)); /* a dead row's gradient is 0 */
         FN(scatter_add_rows)(dinp, dxc, idx, n, K);
+    } else if (dinp) {
+        /* written: the live rows' gradient in dinp's first n rows, then spread */
+        FN(linear_backward)(dinp, NULL, NULL, dc, xc, weight, n, K, N, 0);
+        FN(spread_rows)(dinp, idx, n, M, K);
     }
     free(idx), free(dc), free(xc), free(dxc);
     return 0;

@@ -78,18 +78,24 @@ def _dense_linear_grads(dout, x, w):
     return d @ ww, d.T @ xx, d.sum(axis=0)
 
 
+@pytest.mark.parametrize("pattern", ["random", "ends"])
 @pytest.mark.parametrize("given", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_linear_backward_zero_rows_are_left_out(rng, dtype, given):
+def test_linear_backward_zero_rows_are_left_out(rng, dtype, given, pattern):
     """Rows of dout that are all zero (ignored targets of a loss) are left out
     of the products (rows_linear_backward, csrc/fused.c): the same gradients
-    as the dense products, written into fresh arrays or added to given ones,
-    the dead rows' dinp exactly 0 (or the given values)."""
+    as the dense products, written into fresh arrays (computed compacted, then
+    spread in place) or added to given ones, the dead rows' dinp exactly 0 (or
+    the given values).  "ends": the first and last rows dead, and runs of them
+    between live ones."""
     M, K_, N = 96, 20, 30
     x = rng.standard_normal((M, K_)).astype(dtype)
     w = rng.standard_normal((N, K_)).astype(dtype)
     dout = rng.standard_normal((M, N)).astype(dtype)
-    dead = rng.permutation(M)[:30]
+    if pattern == "random":
+        dead = rng.permutation(M)[:30]
+    else:
+        dead = np.r_[0:3, 10, 20:27, 50:60, M - 4:M]
     dout[dead] = 0
     want = _dense_linear_grads(dout, x, w)
     tol = F32 if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
