@@ -646,10 +646,11 @@ int FN(mha_packed_forward)(real *out, real *proj_q, real *proj_kv, real *probs, 
     return 0;
 }
 
-/* mha_packed_backward (accumulates into every gradient given; NULL ones are skipped)
+/* mha_packed_backward (NULL gradients are skipped)
  *   dout (B*Tq rows, E); everything else as saved by mha_packed_forward with the same opts
  *   dxq (rows, E), dxkv (B*Tk rows, E) (cross-attention only), dw_in (3E, E),
- *   db_in (3E), dwo (E, E), dbo (E).
+ *   db_in (3E), dwo (E, E), dbo (E): accumulate 1 adds into them, 0 writes them (fresh,
+ *   uninitialised buffers: the binding's, which then need no zeroing pass).
  *   The projections' backward skips token rows whose gradient is all zero (padding:
  *   see rows_linear_backward in fused.c).
  *   Returns 0, or -1 when the scratch cannot be allocated. */
@@ -657,14 +658,17 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
                             const real *dout, const real *xq, const real *xkv, const real *w_in,
                             const real *wo, const real *proj_q, const real *proj_kv,
                             const real *probs, const real *ctx, const ct_attn_opts *o,
-                            const ct_mha_shape *s)
+                            const ct_mha_shape *s, int accumulate)
 {
     ct_int B = s->B, Tq = s->Tq, Tk = s->Tk, E = s->E, H = s->H, Dh = E / H;
     ct_int Nq = B * Tq, Nk = B * Tk, wq_cols = s->self_attn ? 3 * E : E;
     /* dq and dkv: every element is written once by the slices (beta 0; calloc only when there
      * are none), so a fresh buffer is not zeroed first (a serial memset over (B*T, 3E)) */
     int no_slices = Tq * Tk == 0;
-    real *dctx = calloc((size_t)CT_MAX(Nq * E, 1), sizeof(real));
+    /* dctx: written by the out-projection's backward, or added to (zeroed first) when
+     * its weight gradients are accumulated into (one flag for both) */
+    real *dctx = accumulate ? calloc((size_t)CT_MAX(Nq * E, 1), sizeof(real))
+                            : malloc((size_t)CT_MAX(Nq * E, 1) * sizeof(real));
     real *dq = no_slices ? calloc((size_t)CT_MAX(Nq * wq_cols, 1), sizeof(real))
                          : malloc((size_t)CT_MAX(Nq * wq_cols, 1) * sizeof(real));
     real *dkv = s->self_attn ? NULL
@@ -673,16 +677,17 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
     int status = -1;
     if (!dctx || !dq || (!s->self_attn && !dkv)) goto done;
     /* out = ctx wo^T + bo:  dctx = dout wo, dwo += dout^T ctx, dbo += colsum(dout) */
-    if (FN(rows_linear_backward)(dctx, dwo, dbo, dout, ctx, wo, Nq, E, E, 1)) goto done;
+    if (FN(rows_linear_backward)(dctx, dwo, dbo, dout, ctx, wo, Nq, E, E, accumulate)) goto done;
     /* Heads: gradients of q, k, v land in the packed layout of the projections. */
     FN(packed_args) a = {.o = o, .shape = s, .p = FN(packed_views_of)(proj_q, proj_kv, s),
                          .dp = FN(packed_views_of)(dq, dkv, s), .dctx = dctx, .probs = probs};
     if (Tq * Tk > 0 && FN(run_slices)(FN(packed_backward_slice), &a, o, 1, B, H, Tq, Tk, Dh, Dh)) goto done;
-    /* The input projections: one GEMM per operand for all of q, k, v. */
-    if (FN(rows_linear_backward)(dxq, dw_in, db_in, dq, xq, w_in, Nq, E, wq_cols, 1)) goto done;
+    /* The input projections: one GEMM per operand for all of q, k, v (cross-attention:
+     * the q rows of dw_in, db_in, then the k, v rows, each written or added to once). */
+    if (FN(rows_linear_backward)(dxq, dw_in, db_in, dq, xq, w_in, Nq, E, wq_cols, accumulate)) goto done;
     if (!s->self_attn &&
         FN(rows_linear_backward)(dxkv, dw_in ? dw_in + E * E : NULL, db_in ? db_in + E : NULL,
-                                 dkv, xkv, w_in + E * E, Nk, E, 2 * E, 1))
+                                 dkv, xkv, w_in + E * E, Nk, E, 2 * E, accumulate))
         goto done;
     status = 0;
 done:

@@ -89,6 +89,6 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
                             const real *dout, const real *xq, const real *xkv, const real *w_in,
                             const real *wo, const real *proj_q, const real *proj_kv,
                             const real *probs, const real *ctx, const ct_attn_opts *o,
-                            const ct_mha_shape *s);
+                            const ct_mha_shape *s, int accumulate);
 void FN(positional_encoding)(real *pe, ct_int max_len, ct_int d_model);
 #endif

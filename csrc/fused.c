@@ -461,17 +461,19 @@ static double FN(ff_rows_flops)(int act, ct_int n, ct_int F)
     return (act == CT_ACT_RELU ? 2.0 : 20.0) * (double)n * (double)F;
 }
 
-/* ff_backward (accumulates) - the feed-forward block y = drop(act(x w1^T + b1)) w2^T + b2
+/* ff_backward - the feed-forward block y = drop(act(x w1^T + b1)) w2^T + b2
  *   dout (M, D); x (M, D); h (M, F) = x w1^T (before b1); keep (M, F) dropout mask
  *   (nonzero = kept) or NULL without dropout, p its probability; w1 (F, D), b1 (F) or
  *   NULL, w2 (D, F); act as bias_act
- *   dx (M, D) += ...; dw1 (F, D), db1 (F), dw2 (D, F), db2 (D) += ... (NULL ones skipped)
+ *   dx (M, D), dw1 (F, D), db1 (F), dw2 (D, F), db2 (D) (NULL ones skipped): accumulate 1
+ *   adds into them, 0 writes them (fresh, uninitialised buffers: no zeroing pass first)
  *   Works on the live rows of dout only (dead rows add nothing).  linear2's input is
  *   recomputed from h, b1 and keep rather than stored.
  *   Returns 0, or -1 when the scratch cannot be allocated. */
 int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const real *dout,
                     const real *x, const real *h, const uint8_t *keep, double p, const real *w1,
-                    const real *b1, const real *w2, int act, ct_int M, ct_int D, ct_int F)
+                    const real *b1, const real *w2, int act, ct_int M, ct_int D, ct_int F,
+                    int accumulate)
 {
     ct_int *idx = malloc((size_t)CT_MAX(M, 1) * sizeof(ct_int));
     if (idx == NULL) return -1;
@@ -486,8 +488,8 @@ int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const 
     real *ac = malloc(nF * sizeof(real)), *da = malloc(nF * sizeof(real));
     real *gc = compact ? malloc(nD * sizeof(real)) : NULL;
     real *xc = compact ? malloc(nD * sizeof(real)) : NULL;
-    real *dxc = compact && dx ? malloc(nD * sizeof(real)) : NULL;
-    if (!ac || !da || (compact && (!gc || !xc || (dx && !dxc)))) {
+    real *dxc = compact && dx && accumulate ? malloc(nD * sizeof(real)) : NULL;
+    if (!ac || !da || (compact && (!gc || !xc || (dx && accumulate && !dxc)))) {
         free(idx), free(ac), free(da), free(gc), free(xc), free(dxc);
         return -1;
     }
@@ -496,23 +498,27 @@ int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const 
         FN(gather_rows)(xc, x, idx, n, D);
     }
     const real *g = compact ? gc : dout, *xr = compact ? xc : x;
+    if (!accumulate && db1 != NULL) memset(db1, 0, (size_t)F * sizeof(real)); /* summed into below */
     FN(ff_rows_args) rows = {ac, da, h, b1, keep, FN(keep_scale)(p), act, idx, F, n, db1, 0};
     /* linear2: y = a w2^T + b2 */
     ct_parallel_rows(n, FN(ff_rows_flops)(act, n, F), FN(ff_recompute_rows), &rows);
-    FN(linear_backward)(NULL, dw2, db2, g, ac, w2, n, F, D, 1);
+    FN(linear_backward)(NULL, dw2, db2, g, ac, w2, n, F, D, accumulate);
     FN(linear_backward)(da, NULL, NULL, g, ac, w2, n, F, D, 0);
     /* dropout and activation (rows on the pool), db1 += the column sums of dh (rows in order,
      * by the block when it has every row, else on this thread afterwards: the same bits on any
      * thread count), then linear1: h = x w1^T */
     ct_parallel_rows(n, FN(ff_rows_flops)(act, n, F), FN(ff_act_backward_rows), &rows);
     for (ct_int r = 0; db1 != NULL && !rows.db1_done && r < n; r++) VADD_INTO(db1, da + r * F, F);
-    FN(linear_backward)(NULL, dw1, NULL, da, xr, w1, n, D, F, 1);
+    FN(linear_backward)(NULL, dw1, NULL, da, xr, w1, n, D, F, accumulate);
     if (dx != NULL) {
-        if (compact) {
+        if (compact && accumulate) {
             FN(linear_backward)(dxc, NULL, NULL, da, xr, w1, n, D, F, 0);
             FN(scatter_add_rows)(dx, dxc, idx, n, D);
+        } else if (compact) { /* written: compacted in dx's first n rows, then spread */
+            FN(linear_backward)(dx, NULL, NULL, da, xr, w1, n, D, F, 0);
+            FN(spread_rows)(dx, idx, n, M, D);
         } else {
-            FN(linear_backward)(dx, NULL, NULL, da, xr, w1, n, D, F, 1);
+            FN(linear_backward)(dx, NULL, NULL, da, xr, w1, n, D, F, accumulate);
         }
     }
     free(idx), free(ac), free(da), free(gc), free(xc), free(dxc);

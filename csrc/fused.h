@@ -23,7 +23,8 @@ int FN(rows_linear_backward)(real *dinp, real *dweight, real *dbias, const real 
                              int accumulate);
 int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const real *dout,
                     const real *x, const real *h, const uint8_t *keep, double p, const real *w1,
-                    const real *b1, const real *w2, int act, ct_int M, ct_int D, ct_int F);
+                    const real *b1, const real *w2, int act, ct_int M, ct_int D, ct_int F,
+                    int accumulate);
 int FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
                                 const real *inp, const real *residual, const real *weight,
                                 const real *mean, const real *rstd, ct_int M, ct_int N);

@@ -770,9 +770,10 @@ def test_mha_packed_padding_rows_skipped_exactly(rng):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_mha_packed_backward_writes_every_gradient_element(rng, self_attn, threads):
     """mha_packed_backward's packed q / kv gradients are fresh buffers that the
-    slices write once each (beta 0, not zeroed first), and its padding rows are
-    found on the pool: with the heap full of NaN from freed arrays of the same
-    size, at 1 and 2 threads (deterministic mode: split by size alone), with
+    slices write once each (beta 0, not zeroed first), its returned gradients
+    are fresh arrays it writes (accumulate 0, not zeroed first either), and its
+    padding rows are found on the pool: with the heap full of NaN from freed
+    arrays of the same sizes, at 1 and 2 threads (deterministic mode: split by size alone), with
     padded rows, every gradient equals mha_backward's (dense)."""
     import ctransformer as ct
     B, T, E = 16, 24, 64
@@ -789,8 +790,9 @@ def test_mha_packed_backward_writes_every_gradient_element(rng, self_attn, threa
     ct.use_deterministic_algorithms(True)
     try:
         ct.set_num_threads(threads)
-        for cols in (3 * E, E, 2 * E):  # dirty the heap with NaN arrays of the gradients' sizes
-            junk = np.full((B * T, cols), np.nan, np.float32)
+        # dirty the heap with NaN arrays of the sizes of the gradients and the kernel's scratch
+        for shape in ((B * T, 3 * E), (B * T, E), (B * T, 2 * E), (3 * E, E), (E, E), (3 * E,), (E,)):
+            junk = np.full(shape, np.nan, np.float32)
             del junk
         g = K.mha_packed_backward(dout, *args, saved, mask=mask)
     finally:

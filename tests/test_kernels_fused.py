@@ -213,6 +213,49 @@ def test_ff_backward_skips_zero_rows_exactly(rng, dtype):
     assert (got[0][0, 10:] == 0).all() and (got[0][1, 3] == 0).all()
 
 
+@pytest.mark.parametrize("dead", ["none", "padding", "all"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("bias", [True, False])
+def test_ff_backward_writes_every_gradient_element(rng, dead, threads, bias):
+    """ff_backward's gradients are fresh arrays it writes, not zeroed first
+    (dx computed on the live rows, then spread with its dead rows zeroed): with
+    the heap full of NaN from freed arrays of every gradient's size, at 1 and 2
+    threads (deterministic mode), with no dead rows (dense), padding rows
+    (compacted) and every row dead, each gradient equals the dense kernels'."""
+    import ctransformer as ct
+    M, D, F = 96, 64, 256
+    s = ff_setup(rng, M=M, D=D, F=F, dtype=np.float32, bias=bias)
+    keep = rng.random((2, M // 2, F)) >= 0.2
+    _, h = ff_forward(s["x"], s["w1"], s["b1"], s["w2"], s["b2"], keep, 0.2)
+    dout = rng.standard_normal((2, M // 2, D)).astype(np.float32)
+    if dead == "padding":
+        dout[0, 30:] = 0
+        dout[1, :2] = 0
+        dout[1, 40:] = 0
+    elif dead == "all":
+        dout[:] = 0
+    before = ct.get_num_threads()
+    ct.use_deterministic_algorithms(True)
+    try:
+        ct.set_num_threads(threads)
+        for shape in ((M, D), (F, D), (F,), (D, F), (D,)):  # dirty the heap
+            junk = np.full(shape, np.nan, np.float32)
+            del junk
+        got = K.ff_backward(dout, s["x"], h, keep, 0.2, s["w1"], s["b1"], s["w2"], with_bias2=bias)
+    finally:
+        ct.set_num_threads(before)
+        ct.use_deterministic_algorithms(False)
+    want = dense_ff_grads(dout, s, h, keep, 0.2)
+    for g, w, name in zip(got, want, ["dx", "dw1", "db1", "dw2", "db2"]):
+        if w is None:
+            assert g is None, name
+            continue
+        assert np.isfinite(g).all(), name
+        np.testing.assert_allclose(g, w, **F32, err_msg=name)
+    if dead != "none":
+        assert (got[0][~dout.any(-1)] == 0).all()
+
+
 @pytest.mark.parametrize("act,approximate", [("relu", "none"), ("gelu", "none")])
 def test_ff_backward_rows_on_the_pool_match_the_dense_kernels(rng, act, approximate):
     """Big enough for the pool (csrc/fused.c: the recompute and activation

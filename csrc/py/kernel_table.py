@@ -467,9 +467,11 @@ kernel("ff_backward", "fused",
            In("w1", "t", 2, [dim(0, "F", "h.shape[-1]"), dim(1, "D", "x.shape[-1]")]),
            In("b1", "t", 1, [dim(0, "F", "h.shape[-1]")], none_ok=True),
            In("w2", "t", 2, [dim(0, "D", "x.shape[-1]"), dim(1, "F", "h.shape[-1]")]),
-           Grad("dx", like="x", when="need_dx"), Grad("dw1", like="w1"), Grad("db1", like="b1", when="b1 != NULL"),
-           Grad("dw2", like="w2"), Grad("db2", shape=("1", "dshape"), when="with_bias2"),
-           Call("ff_backward", "dx, dw1, db1, dw2, db2, dout, x, h, keep, p, w1, b1, w2, act_id, M, D, F",
+           # fresh gradients, left uninitialised: the kernel writes them (accumulate 0)
+           Grad("dx", like="x", when="need_dx", zero_fill="0"), Grad("dw1", like="w1", zero_fill="0"),
+           Grad("db1", like="b1", when="b1 != NULL", zero_fill="0"),
+           Grad("dw2", like="w2", zero_fill="0"), Grad("db2", shape=("1", "dshape"), when="with_bias2", zero_fill="0"),
+           Call("ff_backward", "dx, dw1, db1, dw2, db2, dout, x, h, keep, p, w1, b1, w2, act_id, M, D, F, 0",
                 alloc=True),
            ("dx", "dw1", "db1", "dw2", "db2")], python=False)
 

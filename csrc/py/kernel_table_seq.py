@@ -616,13 +616,16 @@ kernel("mha_packed_backward", "attention",
                if (!self_attn && !(proj_kv = saved_arg(&held, o_proj_kv, fn, "proj_kv", t, 3, pkv_shape))) goto fail;''',
              arrays=["proj_kv"]),
            saved("probs", 4, "p_shape"), saved("context", 3, "out_shape"),
-           # fresh gradients (the kernel writes them)
-           Grad("dquery", like="a.query", when="need_dquery"), Grad("dkv", like="a.kv", when="need_dkv && !self_attn"),
-           Grad("din_proj_weight", like="a.w_in"), Grad("din_proj_bias", like="a.b_in", when="a.b_in != NULL"),
-           Grad("dout_weight", like="a.wo"), Grad("dout_bias", like="a.bo", when="a.bo != NULL"),
+           # fresh gradients, left uninitialised: the kernel writes them (accumulate 0)
+           Grad("dquery", like="a.query", when="need_dquery", zero_fill="0"),
+           Grad("dkv", like="a.kv", when="need_dkv && !self_attn", zero_fill="0"),
+           Grad("din_proj_weight", like="a.w_in", zero_fill="0"),
+           Grad("din_proj_bias", like="a.b_in", when="a.b_in != NULL", zero_fill="0"),
+           Grad("dout_weight", like="a.wo", zero_fill="0"),
+           Grad("dout_bias", like="a.bo", when="a.bo != NULL", zero_fill="0"),
            Call("mha_packed_backward", "dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias, dout, "
                 "CT_DATA(a.query), CT_DATA(a.kv), CT_DATA(a.w_in), CT_DATA(a.wo), proj_q, proj_kv, probs, context, "
-                "&a.opts, s", alloc=True),
+                "&a.opts, s, 0", alloc=True),
            ("dquery", "dkv", "din_proj_weight", "din_proj_bias", "dout_weight", "dout_bias")], python=False)
 kernel("positional_encoding", "attention", "max_len: int, d_model: int, double: bool = False",
        "Sinusoidal positional-encoding table (max_len, d_model).", ARRAY, [
