@@ -117,6 +117,26 @@ _SECOND_BACKWARD = (
     "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
     "if you need to access saved tensors after calling backward.")
 _FREED = ("freed",)  # Node.versions once the node's saved values have been released
+
+
+class FreshGrads(tuple):
+    """What a backward returns when every gradient in it is a new array that
+    nothing else holds and that appears once (a kernel's fresh outputs): the
+    engine may then add another contribution to a node's gradient into it in
+    place, instead of allocating the sum (a residual connection's input gets
+    two).  ``prev + g`` and ``g + prev`` are the same numbers (IEEE addition
+    commutes), so the result does not change."""
+    __slots__ = ()
+
+
+def _sum_into_fresh(fresh: np.ndarray, prev: np.ndarray) -> Optional[np.ndarray]:
+    """fresh += prev in place when fresh can hold the sum (same shape and
+    dtype, its own writeable memory); None when it cannot."""
+    if (type(fresh) is np.ndarray and type(prev) is np.ndarray and fresh.base is None
+            and fresh.shape == prev.shape and fresh.dtype == prev.dtype and fresh.flags.writeable):
+        np.add(fresh, prev, out=fresh)
+        return fresh
+    return None
 _SMALL = (int, float, bool, str, type(None), slice, np.dtype, np.generic)
 
 
@@ -578,10 +598,13 @@ def run_backward(roots, retain_graph: bool = False, capture: Optional[dict] = No
             if g is not None and node.retained is not None:
                 g = _run_taps(node, g)
             edges = node.edges
+            fresh = False
             if g is not None:
                 grads = node.backward(g)
                 if type(grads) is not tuple_:
-                    grads = tuple(grads) if isinstance(grads, list) else (grads,)
+                    fresh = type(grads) is FreshGrads
+                    if not fresh:
+                        grads = tuple(grads) if isinstance(grads, list) else (grads,)
             else:
                 grads = (None,) * len(edges)
             if free and vs is not None:
@@ -595,7 +618,11 @@ def run_backward(roots, retain_graph: bool = False, capture: Optional[dict] = No
                         if pg.dtype is not dt and pg.dtype != dt:
                             pg = pg.astype(dt)
                         prev = e.grad
-                        e.grad = pg if prev is None else prev + pg
+                        if prev is None:
+                            e.grad = pg
+                        else:
+                            summed = _sum_into_fresh(pg, prev) if fresh else None
+                            e.grad = prev + pg if summed is None else summed
                     e.deps -= 1
                     if not e.deps:
                         push(e)

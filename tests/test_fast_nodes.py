@@ -85,3 +85,67 @@ def test_fast_node_edges_point_at_the_parent_node():
 def test_init_built_node_sets_every_slot_too():
     out = _pos().exp()  # _unary: Node(...)
     assert type(out.grad_fn) is Node and _unset_slots(out.grad_fn) == []
+
+
+def _encoder_grads(in_place: bool, monkeypatch):
+    """A post-norm encoder layer (fused attention, feed-forward and residual
+    norms) on a non-leaf input: the gradients of its parameters, of the leaf
+    and of the input node (retained), with the engine's in-place sum into fresh
+    gradients on or off; plus what a hook on the input saw."""
+    from ctransformer import autograd as ag
+    if not in_place:
+        monkeypatch.setattr(ag, "_sum_into_fresh", lambda fresh, prev: None)
+    ct.manual_seed(0)
+    layer = ct.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0)
+    x = ct.tensor(np.random.default_rng(1).standard_normal((5, 3, 16)).astype(np.float32), requires_grad=True)
+    h = x * 1.5  # a node: the layer's input gets the attention's and the residual's gradients
+    h.retain_grad()
+    seen = []
+    h.register_hook(lambda g: seen.append(g.numpy().copy()))
+    y = layer(layer(h))
+    (y * y).sum().backward()
+    grads = {n: p.grad.numpy().copy() for n, p in layer.named_parameters()}
+    return grads, x.grad.numpy().copy(), h.grad.numpy().copy(), seen[0]
+
+
+def test_in_place_sum_into_fresh_gradients_changes_no_bit(monkeypatch):
+    """The fused attention and feed-forward ops return their kernel's fresh
+    arrays as autograd.FreshGrads, and the engine adds a residual's second
+    gradient into them in place (autograd._sum_into_fresh) instead of
+    allocating the sum: every gradient, the retained one and what a hook saw
+    have the same bits as with the allocating sum."""
+    from ctransformer import autograd as ag
+    summed = []
+    real = ag._sum_into_fresh
+
+    def spy(fresh, prev):
+        result = real(fresh, prev)
+        summed.append(result is not None)
+        return result
+
+    monkeypatch.setattr(ag, "_sum_into_fresh", spy)
+    on = _encoder_grads(True, monkeypatch)
+    assert any(summed), "no residual gradient was summed in place"
+    off = _encoder_grads(False, monkeypatch)
+    for n in on[0]:
+        np.testing.assert_array_equal(on[0][n], off[0][n], err_msg=n)
+    for a, b in zip(on[1:], off[1:]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(on[2], on[3])  # the hook saw the whole sum
+
+
+def test_sum_into_fresh_refuses_what_it_cannot_hold():
+    """_sum_into_fresh adds in place only into an array of its own memory with
+    the sum's shape and dtype; otherwise it returns None (the engine then
+    allocates the sum)."""
+    from ctransformer.autograd import _sum_into_fresh
+    prev = np.ones((2, 3), np.float32)
+    fresh = np.full((2, 3), 2.0, np.float32)
+    assert _sum_into_fresh(fresh, prev) is fresh and (fresh == 3).all() and (prev == 1).all()
+    base = np.zeros((4, 3), np.float32)
+    assert _sum_into_fresh(base[:2], prev) is None and (base == 0).all()  # a view
+    assert _sum_into_fresh(np.zeros((1, 3), np.float32), prev) is None  # would broadcast
+    assert _sum_into_fresh(np.zeros((2, 3), np.float64), prev) is None  # another dtype
+    ro = np.zeros((2, 3), np.float32)
+    ro.flags.writeable = False
+    assert _sum_into_fresh(ro, prev) is None and (ro == 0).all()

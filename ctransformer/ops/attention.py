@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 import numpy as np
 
 from .. import kernels as K
-from ..autograd import apply_op
+from ..autograd import FreshGrads, apply_op
 from ..nn._attention_grad import dropout_factors, mha_composite, mha_composite_grads, sdpa_mask_grad
 from ..tensor import Tensor, _sum_to
 
@@ -154,7 +154,8 @@ def mha_packed(query: Tensor, memory: Optional[Tensor], num_heads: int, in_w: Te
         gr = K.mha_packed_backward(np.ascontiguousarray(g), *args, saved, seq_first=seq_first, **opts,
                                    need_dquery=query.requires_grad,
                                    need_dkv=memory is not None and memory.requires_grad)
-        return gr.query, gr.kv, gr.in_proj_weight, gr.in_proj_bias, gr.out_weight, gr.out_bias
+        # the kernel's fresh arrays, each once: a residual's gradient may be summed into them
+        return FreshGrads((gr.query, gr.kv, gr.in_proj_weight, gr.in_proj_bias, gr.out_weight, gr.out_bias))
 
     return _mha_node(out, attn, parents, backward)
 

@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from .. import kernels as K
-from ..autograd import apply_op
+from ..autograd import FreshGrads, apply_op
 from ..random import default_generator
 from ..tensor import Tensor
 
@@ -41,7 +41,7 @@ def feed_forward(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Op
         dx, dw1, db1, dw2, db2 = K.ff_backward(np.ascontiguousarray(g), xd, h, keep, p, w1._data, b1d, w2._data,
                                                with_bias2=b2 is not None, act=activation, approximate=approximate,
                                                need_dx=x.requires_grad)
-        return dx, dw1, db1, dw2, db2
+        return FreshGrads((dx, dw1, db1, dw2, db2))  # the kernel's fresh arrays, each once
 
     # backward reads x, w1, b1 (recomputes the activation from h) and w2: all checked against in-place change
     return apply_op(y, (x, w1, b1, w2, b2), backward, name="FeedForward", saved=(x, w1, b1, w2))
