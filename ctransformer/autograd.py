@@ -449,9 +449,18 @@ def _leaf_hooked(t, g: np.ndarray) -> np.ndarray:
     return g
 
 
-def _accumulate_leaf(t, g: np.ndarray) -> None:
+def _stealable(g, data: np.ndarray) -> bool:
+    """Whether the fresh array g can be a leaf's .grad as it is (no copy)."""
+    return (type(g) is np.ndarray and g.base is None and g.flags.c_contiguous and g.flags.writeable
+            and g.dtype == data.dtype and g.shape == data.shape)
+
+
+def _accumulate_leaf(t, g: np.ndarray, fresh: bool = False) -> None:
     """t.grad += g (t.grad is created as a fresh copy the first time, then
-    accumulated into in place, as torch does)."""
+    accumulated into in place, as torch does).  fresh: g came in a FreshGrads,
+    so nothing else holds it; the first time it becomes t.grad itself when it
+    can (C-contiguous, its own memory, t's dtype and shape: torch's
+    AccumulateGrad steals such a gradient too), instead of a copy."""
     cur = t.grad
     if cur is not None:
         buf = cur._data
@@ -466,6 +475,9 @@ def _accumulate_leaf(t, g: np.ndarray) -> None:
         g = g.astype(data.dtype)
     if g.shape != data.shape:
         g = np.broadcast_to(g, data.shape)
+    if cur is None and fresh and _stealable(g, data):
+        t.grad = _wrap(g)
+        return
     if cur is None:  # a copy, C-contiguous (optimizers update it in place); an array's on the thread pool
         t.grad = _wrap(_copy_array(g) if type(g) is np.ndarray else np.array(g, order="C", copy=True))
     else:
@@ -637,7 +649,7 @@ def run_backward(roots, retain_graph: bool = False, capture: Optional[dict] = No
                     if leaf_hooks or capture is not None:
                         _deliver_leaf(e, pg, capture)
                     else:
-                        _accumulate_leaf(e, pg)
+                        _accumulate_leaf(e, pg, fresh)
     except BaseException:
         for n in seen:
             n.grad = None

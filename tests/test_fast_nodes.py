@@ -95,6 +95,7 @@ def _encoder_grads(in_place: bool, monkeypatch):
     from ctransformer import autograd as ag
     if not in_place:
         monkeypatch.setattr(ag, "_sum_into_fresh", lambda fresh, prev: None)
+        monkeypatch.setattr(ag, "_stealable", lambda g, data: False)
     ct.manual_seed(0)
     layer = ct.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0)
     x = ct.tensor(np.random.default_rng(1).standard_normal((5, 3, 16)).astype(np.float32), requires_grad=True)
@@ -104,6 +105,10 @@ def _encoder_grads(in_place: bool, monkeypatch):
     h.register_hook(lambda g: seen.append(g.numpy().copy()))
     y = layer(layer(h))
     (y * y).sum().backward()
+    params = list(layer.parameters())
+    buffers = [p.grad._data for p in params]
+    assert len({id(b) for b in buffers}) == len(buffers)  # every .grad its own array
+    assert all(b.flags.owndata and b.flags.writeable and b.flags.c_contiguous for b in buffers)
     grads = {n: p.grad.numpy().copy() for n, p in layer.named_parameters()}
     return grads, x.grad.numpy().copy(), h.grad.numpy().copy(), seen[0]
 
@@ -112,8 +117,10 @@ def test_in_place_sum_into_fresh_gradients_changes_no_bit(monkeypatch):
     """The fused attention and feed-forward ops return their kernel's fresh
     arrays as autograd.FreshGrads, and the engine adds a residual's second
     gradient into them in place (autograd._sum_into_fresh) instead of
-    allocating the sum: every gradient, the retained one and what a hook saw
-    have the same bits as with the allocating sum."""
+    allocating the sum, and makes a parameter's first gradient its .grad
+    without a copy (autograd._stealable): every gradient, the retained one and
+    what a hook saw have the same bits as with the allocating sum and the
+    copies, and every parameter's .grad is its own C-contiguous array."""
     from ctransformer import autograd as ag
     summed = []
     real = ag._sum_into_fresh
@@ -149,3 +156,17 @@ def test_sum_into_fresh_refuses_what_it_cannot_hold():
     ro = np.zeros((2, 3), np.float32)
     ro.flags.writeable = False
     assert _sum_into_fresh(ro, prev) is None and (ro == 0).all()
+
+
+def test_stolen_gradients_accumulate_across_backward_calls():
+    """A parameter's first gradient taken without a copy is then added to in
+    place by the next backward, as a copied one: two backward calls without
+    zero_grad give twice one call's gradients (the same bits: x + x is 2x)."""
+    ct.manual_seed(0)
+    layer = ct.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0)
+    x = ct.tensor(np.random.default_rng(1).standard_normal((5, 3, 16)).astype(np.float32))
+    layer(x).sum().backward()
+    once = {n: p.grad.numpy().copy() for n, p in layer.named_parameters()}
+    layer(x).sum().backward()
+    for n, p in layer.named_parameters():
+        np.testing.assert_array_equal(p.grad.numpy(), 2 * once[n], err_msg=n)
