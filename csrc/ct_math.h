@@ -486,15 +486,21 @@ CT_DEFINE_REDUCTIONS(double, int64_t, f64)
  * that add the same pairs of lanes for L outputs at a time): with a tree
  * per output, 9-24 rows against 512 x 512 ran at 55-60 GFLOP/s on one
  * core of the 2-core Xeon, with the shared trees at 77-110.
- * w is prefetched CT_ROW_DOTS_PREFETCH elements (2 KB of floats) ahead, past
- * its end into the next row of a weight matrix (C rows: the next C rows):
- * without it the loads of w stalled the FMAs (perf) and 2-8 rows took 1.6-2x
- * the time.
+ * w is prefetched CT_ROW_DOTS_PREFETCH elements (8 KB of floats) ahead, past
+ * its end into the next rows of a weight matrix and into the next matrix of a
+ * decoding step (C rows: the next C rows): without it the loads of w stalled
+ * the FMAs (perf) and 2-8 rows took 1.6-2x the time.  The distance was 2 KB;
+ * on the 2-core AMD EPYC (Zen 4) a d512 decoding step (19 projections, one
+ * C call) then took 2.46-2.93 ms, 1.24-1.27x one GEMV over as many bytes in
+ * 9 of 10 runs at 1 thread; at 8 KB 1.90-2.26 ms, 0.84-1.10x (2 threads:
+ * 1.35-1.39 ms, 0.97-1.02x, against 1.62-1.72 ms, 1.09-1.18x).  4 KB was no
+ * better than 2 KB, 16 KB in between (bench/decode_breakdown.py's step and
+ * floor, builds alternated).
  * Accuracy: |error| <= (K / L + log2 L + K mod L + 1) eps (sum_k |x_k w_k|
  * + |bias|), eps of the dtype; tests/test_transformer_kv_cache.py checks
  * (K + 2) eps. */
 #define CT_ROW_DOTS_MAX 8
-#define CT_ROW_DOTS_PREFETCH 512
+#define CT_ROW_DOTS_PREFETCH 2048 /* elements: 8 KB of floats (see above) */
 #define CT_ROW_DOTS_COLS 4
 #define CT_DEFINE_ROW_VECS(type, sfx)                                                          \
     typedef type ct_row_vec_##sfx __attribute__((vector_size(64)));                           \
