@@ -29,7 +29,14 @@ generator Linear), its source pasted once and run twice: with torch, and with
 
 Timings: median of REPS steps after WARMUP, ours and torch interleaved step by
 step (the machine is shared: the load average is printed with the table), at
-1 and 2 threads (ctransformer.set_num_threads, torch.set_num_threads).
+1 and 2 threads (ctransformer.set_num_threads, torch.set_num_threads), each
+timed call after SETTLE_S of quiet: both libraries keep threads of their own
+in this one process, and torch's OpenMP worker spins for 7-9 ms after its
+step (read from /proc/self/task), taking a core from whatever runs next,
+and our pool's load-aware split suffers most (load-blind, as with
+use_deterministic_algorithms(True), our step back to back took 47-48 ms).
+Back to back, our d128 step at 2 threads took 48-62 ms, with the pause
+45-47 ms; torch's 98-108 ms, with it 95-98 ms.
 """
 from __future__ import annotations
 
@@ -231,11 +238,16 @@ def set_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
+SETTLE_S = 0.02  # quiet before each timed call: the other library's spinning threads stop (see the top)
+
+
 def interleaved(fns: dict, warmup: int, reps: int) -> dict:
-    """Median seconds of each closure, run in turns (one of each per round)."""
+    """Median seconds of each closure, run in turns (one of each per round),
+    each call after SETTLE_S of sleep."""
     times = {k: [] for k in fns}
     for r in range(warmup + reps):
         for k, fn in fns.items():
+            time.sleep(SETTLE_S)
             t0 = time.perf_counter()
             fn()
             dt = time.perf_counter() - t0
