@@ -117,6 +117,7 @@ _SECOND_BACKWARD = (
     "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
     "if you need to access saved tensors after calling backward.")
 _FREED = ("freed",)  # Node.versions once the node's saved values have been released
+_SMALL = (int, float, bool, str, type(None), slice, np.dtype, np.generic)
 
 
 class FreshGrads(tuple):
@@ -137,7 +138,6 @@ def _sum_into_fresh(fresh: np.ndarray, prev: np.ndarray) -> Optional[np.ndarray]
         np.add(fresh, prev, out=fresh)
         return fresh
     return None
-_SMALL = (int, float, bool, str, type(None), slice, np.dtype, np.generic)
 
 
 def _holds_arrays(fn) -> bool:
