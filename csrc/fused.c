@@ -343,6 +343,22 @@ static void FN(spread_rows)(real *a, const ct_int *idx, ct_int n, ct_int M, ct_i
     memset(a, 0, (size_t)(end * N) * sizeof(real));
 }
 
+/* The input gradient of n live rows: dinp (M, K) (+)= rows idx of dc (n, N) weight (N, K).
+ * Accumulating: computed in dxc (n, K), then added to rows idx; written: computed in
+ * dinp's first n rows, then spread (dxc unused, may be NULL).  rows_linear_backward and
+ * ff_backward's dx. */
+static void FN(live_rows_dinp)(real *dinp, real *dxc, const real *dc, const real *weight, const ct_int *idx,
+                               ct_int n, ct_int M, ct_int K, ct_int N, int accumulate)
+{
+    if (accumulate) {
+        FN(linear_backward)(dxc, NULL, NULL, dc, NULL, weight, n, K, N, 0);
+        FN(scatter_add_rows)(dinp, dxc, idx, n, K);
+    } else {
+        FN(linear_backward)(dinp, NULL, NULL, dc, NULL, weight, n, K, N, 0);
+        FN(spread_rows)(dinp, idx, n, M, K);
+    }
+}
+
 /* rows_linear_backward (linear_backward's contract, accumulate included)
  *   dout (M, N), inp (M, K), weight (N, K)
  *   dinp (M, K) (+)= dout weight;  dweight (N, K) (+)= dout^T inp;  dbias (N) (+)= colsum(dout)
@@ -373,14 +389,7 @@ int FN(rows_linear_backward)(real *dinp, real *dweight, real *dbias, const real 
     FN(gather_rows)(dc, dout, idx, n, N);
     FN(gather_rows)(xc, inp, idx, n, K);
     FN(linear_backward)(NULL, dweight, dbias, dc, xc, weight, n, K, N, accumulate);
-    if (dinp && accumulate) {
-        FN(linear_backward)(dxc, NULL, NULL, dc, xc, weight, n, K, N, 0);
-        FN(scatter_add_rows)(dinp, dxc, idx, n, K);
-    } else if (dinp) {
-        /* written: the live rows' gradient in dinp's first n rows, then spread */
-        FN(linear_backward)(dinp, NULL, NULL, dc, xc, weight, n, K, N, 0);
-        FN(spread_rows)(dinp, idx, n, M, K);
-    }
+    if (dinp) FN(live_rows_dinp)(dinp, dxc, dc, weight, idx, n, M, K, N, accumulate);
     free(idx), free(dc), free(xc), free(dxc);
     return 0;
 }
@@ -511,12 +520,8 @@ int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const 
     for (ct_int r = 0; db1 != NULL && !rows.db1_done && r < n; r++) VADD_INTO(db1, da + r * F, F);
     FN(linear_backward)(NULL, dw1, NULL, da, xr, w1, n, D, F, accumulate);
     if (dx != NULL) {
-        if (compact && accumulate) {
-            FN(linear_backward)(dxc, NULL, NULL, da, xr, w1, n, D, F, 0);
-            FN(scatter_add_rows)(dx, dxc, idx, n, D);
-        } else if (compact) { /* written: compacted in dx's first n rows, then spread */
-            FN(linear_backward)(dx, NULL, NULL, da, xr, w1, n, D, F, 0);
-            FN(spread_rows)(dx, idx, n, M, D);
+        if (compact) {
+            FN(live_rows_dinp)(dx, dxc, da, w1, idx, n, M, D, F, accumulate);
         } else {
             FN(linear_backward)(dx, NULL, NULL, da, xr, w1, n, D, F, accumulate);
         }
