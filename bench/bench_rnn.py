@@ -17,8 +17,11 @@ Cases (float32, wall-clock median after a warm-up; REPS steps for (b),
       tokens per second (higher is better).
 Targets: (a) ours <= 0.5 x torch, (b) <= 0.8 x torch, (c) >= torch.
 Ours and torch alternate step by step (warm-up first), so a slow spell of
-the shared machine hits both; the table also gives the ratio of each
-library's fastest rep (the least disturbed one: noise only adds time).
+the shared machine hits both, each timed call after SETTLE_S of quiet (as
+bench_transformer.py: torch's OpenMP worker stays runnable for 7-9 ms after
+its step, taking a core from whatever runs next in this process); the table
+also gives the ratio of each library's fastest rep (the least disturbed
+one: noise only adds time).
 For (b) a third contestant takes its turn in the same alternation, the GEMM
 floor: every GEMM of the step (input projections, recurrent products forward
 and backward, weight and input gradients, the output Linear) through raw
@@ -59,14 +62,19 @@ def median_time(fn, reps: int, warmup: int = 1) -> float:
     return paired_times([fn], reps, warmup)[0][0]
 
 
+SETTLE_S = 0.02  # quiet before each timed call: the other library's spinning threads stop (see the top)
+
+
 def paired_times(fns, reps: int, warmup: int = 1) -> list:
-    """(median, min) seconds of each fn, the fns taking turns rep by rep."""
+    """(median, min) seconds of each fn, the fns taking turns rep by rep,
+    each call after SETTLE_S of sleep."""
     for fn in fns:
         for _ in range(warmup):
             fn()
     times = [[] for _ in fns]
     for _ in range(reps):
         for fn, ts in zip(fns, times):
+            time.sleep(SETTLE_S)
             start = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - start)
