@@ -552,7 +552,7 @@ def _mha_packed_forward(query, num_heads, seq_first, is_causal, kv=None, mask=No
 
 def _mha_packed_backward(dout, saved, acc, query, num_heads, seq_first, is_causal, kv=None, mask=None, **weights):
     grads = K.mha_packed_backward(dout, query, kv, *_packed_args(weights), num_heads, saved[2], seq_first, mask,
-                                  is_causal)
+                                  is_causal, **acc)
     return grads._asdict()
 
 
@@ -578,7 +578,9 @@ def _mha_packed_cases(rng, dtype, B=2, Tq=3, Tk=4, E=8):
 MHA_PACKED = KernelInfo(
     "mha_packed", _mha_packed_forward, _mha_packed_backward, ref_mha_packed, _mha_packed_cases,
     lambda rng, dtype: [_mha_packed_cases(rng, dtype, B=0)[0], _mha_packed_cases(rng, dtype, Tk=0)[3]],
-    ("query", "kv", *PACKED_WEIGHTS), f64=F64_TIGHT)
+    ("query", "kv", *PACKED_WEIGHTS), f64=F64_TIGHT,
+    accumulates=dict(query="dquery", kv="dkv", in_proj_weight="din_proj_weight", in_proj_bias="din_proj_bias",
+                     out_weight="dout_weight", out_bias="dout_bias"))
 
 
 KERNELS: List[KernelInfo] = (

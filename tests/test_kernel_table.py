@@ -19,7 +19,7 @@ DTYPES = [np.float32, np.float64]
 WITH_TORCH = [info for info in KERNELS if info.torch is not None]
 # optional weights and biases: given as None, they get no gradient (None)
 PARAMETERS = {"weight", "bias", "b_ih", "b_hh", "q_bias", "k_bias", "v_bias", "out_bias", "in_proj_bias"}
-WITH_ACCUMULATORS = [info for info in KERNELS if info.accumulates]   # not matmul, bmm, mha*, the recurrent ones
+WITH_ACCUMULATORS = [info for info in KERNELS if info.accumulates]   # not matmul, bmm, mha, the recurrent ones
 
 
 def as_tuple(result):

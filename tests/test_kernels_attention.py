@@ -766,6 +766,42 @@ def test_mha_packed_padding_rows_skipped_exactly(rng):
         np.testing.assert_allclose(getattr(g, name), getattr(ref, name), **F32, err_msg=name)
 
 
+PACKED_GRAD_KEYWORDS = dict(query="dquery", kv="dkv", in_proj_weight="din_proj_weight",
+                            in_proj_bias="din_proj_bias", out_weight="dout_weight", out_bias="dout_bias")
+
+
+@pytest.mark.parametrize("self_attn", [True, False])
+@pytest.mark.parametrize("given_names", [tuple(PACKED_GRAD_KEYWORDS), ("query", "out_bias"), ("in_proj_weight",)],
+                         ids=["all", "query+out_bias", "in_proj_weight"])
+def test_mha_packed_backward_accumulates_with_padding_rows(rng, self_attn, given_names):
+    """Gradients passed in are added to (+=) and returned when dout has padding
+    rows (the projections' backward then works on the live rows and adds dx
+    row by row, and the attention's dctx starts from zeros); the ones not
+    passed start from zeros, so they equal the fresh result."""
+    B, T, E = 4, 10, 16
+    xq, kv, w = packed_setup(rng, self_attn, B=B, Tq=T, Tk=T, E=E, dtype=np.float64)
+    lengths = np.array([10, 6, 3, 8])
+    pad = np.arange(T)[None, :] >= lengths[:, None]
+    mask = ~pad[:, None, None, :]
+    args = (xq, kv, *w.values(), 2)
+    out, saved = K.mha_packed_forward(*args, mask=mask)
+    dout = rng.standard_normal(out.shape)
+    dout[pad] = 0
+    fresh = K.mha_packed_backward(dout, *args, saved, mask=mask)._asdict()
+    given = {name: rng.standard_normal(fresh[name].shape) for name in given_names if fresh[name] is not None}
+    start = {name: a.copy() for name, a in given.items()}
+    got = K.mha_packed_backward(dout, *args, saved, mask=mask,
+                                **{PACKED_GRAD_KEYWORDS[name]: a for name, a in given.items()})._asdict()
+    for name, value in fresh.items():
+        if value is None:
+            assert got[name] is None, name
+        elif name in given:
+            assert got[name] is given[name], name
+            np.testing.assert_allclose(got[name], start[name] + value, **F64_TIGHT, err_msg=name)
+        else:
+            np.testing.assert_allclose(got[name], value, **F64_TIGHT, err_msg=name)
+
+
 @pytest.mark.parametrize("self_attn", [True, False])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_mha_packed_backward_writes_every_gradient_element(rng, self_attn, threads):

@@ -256,6 +256,49 @@ def test_ff_backward_writes_every_gradient_element(rng, dead, threads, bias):
         assert (got[0][~dout.any(-1)] == 0).all()
 
 
+FF_GRADS = ("dx", "dw1", "db1", "dw2", "db2")
+
+
+@pytest.mark.parametrize("dead", ["none", "padding"])
+@pytest.mark.parametrize("given_names", [FF_GRADS, ("dx", "db1"), ("dw2",)], ids=["all", "dx+db1", "dw2"])
+def test_ff_backward_accumulates_into_given_arrays(rng, dead, given_names):
+    """Gradients passed in are added to (+=) and returned, on the dense path
+    (no dead rows) and the compacted one (padding rows: dx of the live rows
+    added row by row); the ones not passed start from zeros, so they equal
+    the fresh result."""
+    M, D, F = 64, 16, 48
+    s = ff_setup(rng, M=M, D=D, F=F, dtype=np.float64)
+    keep = rng.random((2, M // 2, F)) >= 0.2
+    _, h = ff_forward(s["x"], s["w1"], s["b1"], s["w2"], s["b2"], keep, 0.2)
+    dout = rng.standard_normal((2, M // 2, D))
+    if dead == "padding":
+        dout[0, 20:] = 0
+        dout[1, 5] = 0
+    args = (dout, s["x"], h, keep, 0.2, s["w1"], s["b1"], s["w2"])
+    fresh = dict(zip(FF_GRADS, K.ff_backward(*args)))
+    given = {name: rng.standard_normal(fresh[name].shape) for name in given_names}
+    start = {name: a.copy() for name, a in given.items()}
+    got = dict(zip(FF_GRADS, K.ff_backward(*args, **given)))
+    for name in FF_GRADS:
+        if name in given:
+            assert got[name] is given[name], name
+            np.testing.assert_allclose(got[name], start[name] + fresh[name], **F64_TIGHT, err_msg=name)
+        else:
+            np.testing.assert_allclose(got[name], fresh[name], **F64_TIGHT, err_msg=name)
+
+
+def test_ff_backward_given_array_checked(rng):
+    """A given gradient of the wrong shape or not C-contiguous is refused, naming it."""
+    s = ff_setup(rng, M=8, D=4, F=6, dtype=np.float64)
+    _, h = ff_forward(s["x"], s["w1"], s["b1"], s["w2"], s["b2"], None, 0.0)
+    dout = np.ones_like(s["x"])
+    args = (dout, s["x"], h, None, 0.0, s["w1"], s["b1"], s["w2"])
+    with pytest.raises(ValueError, match="ff_backward: dw1"):
+        K.ff_backward(*args, dw1=np.zeros((4, 6)))
+    with pytest.raises(ValueError, match="ff_backward: dw2"):
+        K.ff_backward(*args, dw2=np.zeros((6, 4)).T)
+
+
 @pytest.mark.parametrize("act,approximate", [("relu", "none"), ("gelu", "none")])
 def test_ff_backward_rows_on_the_pool_match_the_dense_kernels(rng, act, approximate):
     """Big enough for the pool (csrc/fused.c: the recompute and activation

@@ -453,8 +453,10 @@ kernel("add_layernorm_backward", "fused",
 
 kernel("ff_backward", "fused",
        "dout, x, h, keep: array?, p: float, w1, b1: array?, w2, with_bias2: bool = True, act: str = 'relu', "
-       "need_dx: bool = True",
-       "Gradients of the feed-forward block -> (dx, dw1, db1, dw2, db2), fresh arrays.",
+       "need_dx: bool = True, dx: array? = None, dw1: array? = None, db1: array? = None, dw2: array? = None, "
+       "db2: array? = None",
+       "Gradients of the feed-forward block -> (dx, dw1, db1, dw2, db2): the arrays given, accumulated into, "
+       "else fresh ones.",
        "Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, Optional[np.ndarray]]", [
            ACT,
            C('if (ct_check_probability(p, fn, "p")) goto fail;'),
@@ -467,11 +469,16 @@ kernel("ff_backward", "fused",
            In("w1", "t", 2, [dim(0, "F", "h.shape[-1]"), dim(1, "D", "x.shape[-1]")]),
            In("b1", "t", 1, [dim(0, "F", "h.shape[-1]")], none_ok=True),
            In("w2", "t", 2, [dim(0, "D", "x.shape[-1]"), dim(1, "F", "h.shape[-1]")]),
-           # fresh gradients, left uninitialised: the kernel writes them (accumulate 0)
-           Grad("dx", like="x", when="need_dx", zero_fill="0"), Grad("dw1", like="w1", zero_fill="0"),
-           Grad("db1", like="b1", when="b1 != NULL", zero_fill="0"),
-           Grad("dw2", like="w2", zero_fill="0"), Grad("db2", shape=("1", "dshape"), when="with_bias2", zero_fill="0"),
-           Call("ff_backward", "dx, dw1, db1, dw2, db2, dout, x, h, keep, p, w1, b1, w2, act_id, M, D, F, 0",
+           # Given buffers are accumulated into (accumulate 1; the missing ones start from zeros).
+           # When none is given the fresh ones are left uninitialised: the kernel writes them.
+           C('''int given = (need_dx && o_dx != Py_None) || o_dw1 != Py_None || (b1 != NULL && o_db1 != Py_None) ||
+                o_dw2 != Py_None || (with_bias2 && o_db2 != Py_None);'''),
+           Grad("dx", like="x", when="need_dx", zero_fill="given", arg="dx"),
+           Grad("dw1", like="w1", zero_fill="given", arg="dw1"),
+           Grad("db1", like="b1", when="b1 != NULL", zero_fill="given", arg="db1"),
+           Grad("dw2", like="w2", zero_fill="given", arg="dw2"),
+           Grad("db2", shape=("1", "dshape"), when="with_bias2", zero_fill="given", arg="db2"),
+           Call("ff_backward", "dx, dw1, db1, dw2, db2, dout, x, h, keep, p, w1, b1, w2, act_id, M, D, F, given",
                 alloc=True),
            ("dx", "dw1", "db1", "dw2", "db2")], python=False)
 

@@ -606,8 +606,10 @@ kernel("mha_packed_forward", "attention", f"{PACKED}, {MASK}, {DROPOUT}",
            ("out", "pq", "pkv", "probs", "ctx")], python=False)
 kernel("mha_packed_backward", "attention",
        f"dout, {PACKED}, proj_q, proj_kv: array?, probs, context, {MASK}, {DROPOUT}, need_dquery: bool = True, "
-       "need_dkv: bool = True",
-       "Gradients of mha_packed_forward -> (dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias).",
+       "need_dkv: bool = True, dquery: array? = None, dkv: array? = None, din_proj_weight: array? = None, "
+       "din_proj_bias: array? = None, dout_weight: array? = None, dout_bias: array? = None",
+       "Gradients of mha_packed_forward -> (dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias): "
+       "the arrays given, accumulated into, else fresh ones.",
        "tuple", [
            PACKED_INPUTS,
            saved("dout", 3, "out_shape"), saved("proj_q", 3, "pq_shape"),
@@ -616,16 +618,20 @@ kernel("mha_packed_backward", "attention",
                if (!self_attn && !(proj_kv = saved_arg(&held, o_proj_kv, fn, "proj_kv", t, 3, pkv_shape))) goto fail;''',
              arrays=["proj_kv"]),
            saved("probs", 4, "p_shape"), saved("context", 3, "out_shape"),
-           # fresh gradients, left uninitialised: the kernel writes them (accumulate 0)
-           Grad("dquery", like="a.query", when="need_dquery", zero_fill="0"),
-           Grad("dkv", like="a.kv", when="need_dkv && !self_attn", zero_fill="0"),
-           Grad("din_proj_weight", like="a.w_in", zero_fill="0"),
-           Grad("din_proj_bias", like="a.b_in", when="a.b_in != NULL", zero_fill="0"),
-           Grad("dout_weight", like="a.wo", zero_fill="0"),
-           Grad("dout_bias", like="a.bo", when="a.bo != NULL", zero_fill="0"),
+           # Given buffers are accumulated into (accumulate 1; the missing ones start from zeros).
+           # When none is given the fresh ones are left uninitialised: the kernel writes them.
+           C('''int given = (need_dquery && o_dquery != Py_None) || (need_dkv && !self_attn && o_dkv != Py_None) ||
+                o_din_proj_weight != Py_None || (a.b_in != NULL && o_din_proj_bias != Py_None) ||
+                o_dout_weight != Py_None || (a.bo != NULL && o_dout_bias != Py_None);'''),
+           Grad("dquery", like="a.query", when="need_dquery", zero_fill="given", arg="dquery"),
+           Grad("dkv", like="a.kv", when="need_dkv && !self_attn", zero_fill="given", arg="dkv"),
+           Grad("din_proj_weight", like="a.w_in", zero_fill="given", arg="din_proj_weight"),
+           Grad("din_proj_bias", like="a.b_in", when="a.b_in != NULL", zero_fill="given", arg="din_proj_bias"),
+           Grad("dout_weight", like="a.wo", zero_fill="given", arg="dout_weight"),
+           Grad("dout_bias", like="a.bo", when="a.bo != NULL", zero_fill="given", arg="dout_bias"),
            Call("mha_packed_backward", "dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias, dout, "
                 "CT_DATA(a.query), CT_DATA(a.kv), CT_DATA(a.w_in), CT_DATA(a.wo), proj_q, proj_kv, probs, context, "
-                "&a.opts, s, 0", alloc=True),
+                "&a.opts, s, given", alloc=True),
            ("dquery", "dkv", "din_proj_weight", "din_proj_bias", "dout_weight", "dout_bias")], python=False)
 kernel("positional_encoding", "attention", "max_len: int, d_model: int, double: bool = False",
        "Sinusoidal positional-encoding table (max_len, d_model).", ARRAY, [

@@ -234,17 +234,26 @@ def mha_packed_backward(dout: np.ndarray, query: np.ndarray, kv: Optional[np.nda
                         out_weight: np.ndarray, out_bias: Optional[np.ndarray], num_heads: int,
                         saved: PackedSaved, seq_first: bool = False, mask: Optional[np.ndarray] = None,
                         is_causal: bool = False, dropout_p: float = 0.0, seed: int = 0,
-                        need_dquery: bool = True, need_dkv: bool = True) -> PackedGrads:
+                        need_dquery: bool = True, need_dkv: bool = True, *,
+                        dquery: Optional[np.ndarray] = None, dkv: Optional[np.ndarray] = None,
+                        din_proj_weight: Optional[np.ndarray] = None, din_proj_bias: Optional[np.ndarray] = None,
+                        dout_weight: Optional[np.ndarray] = None, dout_bias: Optional[np.ndarray] = None
+                        ) -> PackedGrads:
     """Gradients of :func:`mha_packed_forward` (same arguments, plus dout like
     query and ``saved``).  For self-attention ``query`` gets the whole input
-    gradient (through q, k and v) and ``kv`` is None."""
+    gradient (through q, k and v) and ``kv`` is None.  ``dquery``/``dkv``/
+    ``din_proj_weight``/``din_proj_bias``/``dout_weight``/``dout_bias`` given
+    as C-contiguous arrays are accumulated into (``+=``) and returned (the
+    others then start from zeros); with none given the gradients are fresh."""
     return PackedGrads(*_C.mha_packed_backward(dout, query, kv, in_proj_weight, in_proj_bias, out_weight, out_bias,
                                                num_heads, kv is None, bool(seq_first), *saved, mask=mask,
                                                is_causal=bool(is_causal),
                                                dropout_p=_p("mha_packed_backward", dropout_p),
                                                seed=_seed("mha_packed_backward", seed),
                                                need_dquery=bool(need_dquery),
-                                               need_dkv=bool(need_dkv)))
+                                               need_dkv=bool(need_dkv), dquery=dquery, dkv=dkv,
+                                               din_proj_weight=din_proj_weight, din_proj_bias=din_proj_bias,
+                                               dout_weight=dout_weight, dout_bias=dout_bias))
 
 
 def positional_encoding(max_len: int, d_model: int, dtype=np.float32) -> np.ndarray:

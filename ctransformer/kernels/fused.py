@@ -72,7 +72,10 @@ def add_layernorm_backward(dout: np.ndarray, inp: np.ndarray, residual: np.ndarr
 
 def ff_backward(dout: np.ndarray, x: np.ndarray, h: np.ndarray, keep: Optional[np.ndarray], p: float,
                 w1: np.ndarray, b1: Optional[np.ndarray], w2: np.ndarray, with_bias2: bool = True,
-                act: str = "relu", approximate: str = "none", need_dx: bool = True
+                act: str = "relu", approximate: str = "none", need_dx: bool = True, *,
+                dx: Optional[np.ndarray] = None, dw1: Optional[np.ndarray] = None,
+                db1: Optional[np.ndarray] = None, dw2: Optional[np.ndarray] = None,
+                db2: Optional[np.ndarray] = None
                 ) -> Tuple[Optional[np.ndarray], np.ndarray, Optional[np.ndarray], np.ndarray, Optional[np.ndarray]]:
     """Gradients of the feed-forward block ``y = drop(act(x w1^T + b1)) w2^T + b2``.
 
@@ -83,6 +86,8 @@ def ff_backward(dout: np.ndarray, x: np.ndarray, h: np.ndarray, keep: Optional[n
     zero (padding) are skipped when the saved rows and weights are finite:
     the result equals the dense computation.
     -> (dx (..., D) or None when not need_dx, dw1, db1 or None, dw2, db2 or
-    None when not with_bias2)."""
+    None when not with_bias2).  ``dx``/``dw1``/``db1``/``dw2``/``db2`` given
+    as C-contiguous arrays are accumulated into (``+=``) and returned (the
+    others then start from zeros); with none given the results are fresh."""
     return _C.ff_backward(dout, x, h, keep, as_float("ff_backward", "p", p), w1, b1, w2, bool(with_bias2),
-                          _act_name("ff_backward", act, approximate), bool(need_dx))
+                          _act_name("ff_backward", act, approximate), bool(need_dx), dx, dw1, db1, dw2, db2)
