@@ -1,7 +1,8 @@
-"""Which of two builds trains the demo faster, when single runs cannot tell?
+"""Which of two builds trains the demo (or decodes) faster, when single runs cannot tell?
 
     python bench/ab_step.py --other DIR                 # this checkout against the build in DIR
     python bench/ab_step.py --other DIR --threads 1 --rounds 30
+    python bench/ab_step.py --other DIR --decode        # greedy decoding of bench_transformer's (c) model
 
 On a shared or virtual machine one build's step time drifts by 10-30 % within
 minutes (seen here: the same demo in 51 s and in 67 s, ten minutes apart), so
@@ -12,6 +13,14 @@ its default size) in blocks of ``--steps`` steps, alternating the builds
 block by block (the ``_C`` of every ctransformer module swapped, the order
 flipped every round).  It prints each build's median ms per step and the
 median of the per-round ratios.
+
+--decode times greedy_decode instead (bench/decode_breakdown.py's d512
+model, batch 1, 50 tokens: a fresh cache per call, so each build decodes
+with its own plans), ``--steps`` calls per block, in ms per token, and the
+streaming floor the same way (decode_linear over as many float32 weights as a
+step reads).  Decoding is memory-bound and this machine's bandwidth moved
+the same build's floor 0.8-1.6 ms from one process to the next at 2
+threads, so only this comparison held up for a 5 % change.
 
 DIR is another checkout with its extension built in place (``python setup.py
 build_ext --inplace``), e.g. a ``git worktree`` of the baseline commit.  The
@@ -29,7 +38,8 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 
 def load_extension(lib_dir: str):
@@ -82,13 +92,32 @@ def demo_trainer(ct):
     return step, order
 
 
+def decode_blocks(ct):
+    """{name: (run(), tokens)}: greedy decoding of decode_breakdown's d512 model and its streaming floor."""
+    import numpy as np
+    sys.path.insert(0, HERE)
+    import decode_breakdown as D
+    import ctransformer.kernels as K
+    from ctransformer.decoding import greedy_decode
+    model, src = D.build(ct)
+    rows = sum(w.size for w in D.projections(model)) // 512
+    weights = np.random.default_rng(0).standard_normal((rows, 512)).astype(np.float32)
+    x = np.ones((1, 512), np.float32)
+    return {"greedy": (lambda: greedy_decode(model, src, D.TOKENS, 2, -1), D.TOKENS),
+            "floor": (lambda: [K.decode_linear(x, weights, None) for _ in range(10)], 10)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--other", required=True, help="checkout whose in-place build is compared with this one")
     ap.add_argument("--threads", type=int, default=2, help="set_num_threads for both builds (default: 2)")
     ap.add_argument("--rounds", type=int, default=20, help="rounds of one block per build (default: 20)")
-    ap.add_argument("--steps", type=int, default=40, help="steps per block (default: 40)")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="steps per block (default: 40; with --decode, greedy runs per block, default 2)")
+    ap.add_argument("--decode", action="store_true", help="time greedy decoding and the streaming floor instead")
     args = ap.parse_args()
+    if args.steps is None:
+        args.steps = 2 if args.decode else 40
     sys.path.insert(0, ROOT)
     import ctransformer as ct
     import ctransformer._C as this_ext
@@ -101,6 +130,9 @@ def main() -> None:
             m._C = ext
         ext.set_num_threads(args.threads)
 
+    if args.decode:
+        compare_decoding(ct, use, this_ext, other_ext, holders, args)
+        return
     step, order = demo_trainer(ct)
     batches = order * (1 + (2 * args.rounds + 2) * args.steps // len(order))
     for ext, warm in ((this_ext, batches[:20]), (other_ext, batches[20:40])):
@@ -125,6 +157,33 @@ def main() -> None:
     print(f"other {statistics.median(times['other']) * 1e3:7.2f} ms per step")
     print(f"this / other: median of per-round ratios {statistics.median(ratios):.3f} "
           f"(range {min(ratios):.2f}-{max(ratios):.2f})")
+
+
+def compare_decoding(ct, use, this_ext, other_ext, holders, args) -> None:
+    """--decode: blocks of args.steps calls of each decode block per build, alternating."""
+    blocks = decode_blocks(ct)
+    for ext in (this_ext, other_ext):  # warm-up
+        use(ext)
+        for run, _ in blocks.values():
+            run()
+    times = {(block, name): [] for block in blocks for name in ("this", "other")}
+    for r in range(args.rounds):
+        for block, (run, per_call) in blocks.items():
+            for name in (("this", "other") if r % 2 == 0 else ("other", "this")):
+                use(this_ext if name == "this" else other_ext)
+                t0 = time.perf_counter()
+                for _ in range(args.steps):
+                    run()
+                times[(block, name)].append((time.perf_counter() - t0) / (args.steps * per_call))
+    use(this_ext)
+    print(f"ctransformer from {ROOT} (this) and {args.other} (other); {len(holders)} modules switched; "
+          f"{args.threads} thread(s), {args.rounds} rounds of {args.steps} calls each; ms per token")
+    for block in blocks:
+        this, other = times[(block, "this")], times[(block, "other")]
+        ratios = [a / b for a, b in zip(this, other)]
+        print(f"{block:6s} this {statistics.median(this) * 1e3:6.3f}  other {statistics.median(other) * 1e3:6.3f}  "
+              f"this / other: median of per-round ratios {statistics.median(ratios):.3f} "
+              f"(range {min(ratios):.2f}-{max(ratios):.2f})")
 
 
 if __name__ == "__main__":
