@@ -20,7 +20,9 @@ with its own plans), ``--steps`` calls per block, in ms per token, and the
 streaming floor the same way (decode_linear over as many float32 weights as a
 step reads).  Decoding is memory-bound and this machine's bandwidth moved
 the same build's floor 0.8-1.6 ms from one process to the next at 2
-threads, so only this comparison held up for a 5 % change.
+threads, so separate runs cannot compare builds at all; here, with the
+same decoding kernels on both sides, 8 rounds read 1.057 (greedy) and 0.969
+(floor): use 20 rounds or more for a 5 % change.
 
 DIR is another checkout with its extension built in place (``python setup.py
 build_ext --inplace``), e.g. a ``git worktree`` of the baseline commit.  The
