@@ -802,6 +802,20 @@ def test_mha_packed_backward_accumulates_with_padding_rows(rng, self_attn, given
             np.testing.assert_allclose(got[name], value, **F64_TIGHT, err_msg=name)
 
 
+def test_mha_packed_backward_given_array_checked(rng):
+    """A given gradient of the wrong shape, dtype or not C-contiguous is refused, naming it."""
+    xq, kv, w = packed_setup(rng, True, B=2, Tq=3, Tk=3, E=8, dtype=np.float64)
+    args = (xq, kv, *w.values(), 2)
+    out, saved = K.mha_packed_forward(*args)
+    dout = np.ones_like(out)
+    with pytest.raises(ValueError, match="mha_packed_backward: din_proj_weight"):
+        K.mha_packed_backward(dout, *args, saved, din_proj_weight=np.zeros((8, 8)))
+    with pytest.raises(ValueError, match="mha_packed_backward: dout_weight"):
+        K.mha_packed_backward(dout, *args, saved, dout_weight=np.zeros((8, 8)).T)
+    with pytest.raises(TypeError, match="mha_packed_backward: dquery"):
+        K.mha_packed_backward(dout, *args, saved, dquery=np.zeros(xq.shape, np.float32))
+
+
 @pytest.mark.parametrize("self_attn", [True, False])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_mha_packed_backward_writes_every_gradient_element(rng, self_attn, threads):

@@ -28,6 +28,8 @@ An entry: Kernel(name, family, args, doc, returns, body).
 Custom checks and helpers the C steps call live in bind_<family>.c.
 Shapes are C: (ndim, dims pointer), e.g. ("nd - 1", "PyArray_DIMS(x)").
 """
+import dataclasses
+
 from generate_bindings import C, Call, Grad, In, InPlace, Kernel, Out, dim, like  # noqa: F401
 
 ARRAY = "np.ndarray"
@@ -43,6 +45,17 @@ def kernel(*args, **kwargs):
 def rows(x):
     """N = prod(x.shape[:-1]), D = x.shape[-1] (x is at least 1-D)."""
     return C(f"npy_intp N = ct_prod({x}, 0, nd - 1), D = PyArray_DIM({x}, nd - 1);")
+
+
+def accumulators(*grads: Grad) -> list:
+    """The steps of gradients a caller may pass in (each Grad with its `arg`):
+    ``int given``, whether any gradient that is computed (its `when`) was
+    passed, derived from the Grads themselves, then the Grads.  The kernel
+    takes `given` as its accumulate flag: given arrays are added to, the ones
+    not passed start from zeros; with none passed the fresh buffers are left
+    uninitialised and the kernel writes them (no zeroing pass)."""
+    terms = [f"(({g.when}) && o_{g.arg} != Py_None)" if g.when else f"o_{g.arg} != Py_None" for g in grads]
+    return [C("int given = " + " ||\n    ".join(terms) + ";")] + [dataclasses.replace(g, zero_fill="given") for g in grads]
 
 
 # ------------------------------------------------------------------ activation
@@ -151,8 +164,7 @@ C-contiguous ``dinp`` is accumulated into and returned.
     C('if (ct_check_probability(p, fn, "p")) goto fail;'),
     In("dout", "float"),
     In("mask", "bool", "nd", [like("dout", "dout's shape")]),
-    C("int given = o_dinp != Py_None; /* else a fresh dinp is written, not zero-filled */"),
-    Grad("dinp", like="dout", arg="dinp", zero_fill="given"),
+    *accumulators(Grad("dinp", like="dout", arg="dinp")),
     Call("dropout_backward", "dinp, dout, mask, PyArray_SIZE(dout), p, given"),
     ("dinp",)])
 
@@ -245,8 +257,7 @@ Ignored rows get a zero gradient.
     C("int dloss_ndim = a.reduction == CT_REDUCE_NONE ? 1 : 0;"),
     In("dloss", "t", ("dloss_ndim", "dloss_ndim"), ["(dloss_ndim && " + dim(0, "a.N", "logits.shape[0]") + ")"]),
     In("lse", "f64", 1, [dim(0, "a.N", "logits.shape[0]")]),
-    C("int given = o_dlogits != Py_None; /* else a fresh dlogits is written, not zero-filled */"),
-    Grad("dlogits", like="a.logits", arg="dlogits", zero_fill="given"),
+    *accumulators(Grad("dlogits", like="a.logits", arg="dlogits")),
     Call("cross_entropy_backward", "dlogits, dloss, CT_DATA(a.logits), CT_DATA(a.targets), lse, "
          "CT_DATA(a.weight), a.N, a.C, (int64_t)ignore_index, label_smoothing, a.reduction, given"),
     ("dlogits",)])
@@ -335,15 +346,9 @@ products when the saved rows and the weight are finite: the same result.
     In("weight", "t", 2, [dim(1, "PyArray_DIM(inp, nd - 1)", "inp.shape[-1]")]),
     C("npy_intp K = PyArray_DIM(weight, 1), N = PyArray_DIM(weight, 0), M = ct_prod(inp, 0, nd - 1);"),
     In("dout", "t", "nd", [like("inp", "inp's leading dims", ndim="nd - 1"), dim(-1, "N", "weight.shape[0]")]),
-    # Given buffers are accumulated into.  When none is given the fresh
-    # buffers are written, not accumulated (no zero-fill needed); when only
-    # some are, the missing ones start from zeros.
-    C('''int given = (need_dinp && o_dinp != Py_None) || o_dweight != Py_None ||
-                (with_bias && o_dbias != Py_None);
-    npy_intp nshape[1] = {N};'''),
-    Grad("dinp", like="inp", when="need_dinp", zero_fill="given", arg="dinp"),
-    Grad("dweight", like="weight", zero_fill="given", arg="dweight"),
-    Grad("dbias", shape=("1", "nshape"), when="with_bias", zero_fill="given", arg="dbias"),
+    C("npy_intp nshape[1] = {N};"),
+    *accumulators(Grad("dinp", like="inp", when="need_dinp", arg="dinp"), Grad("dweight", like="weight", arg="dweight"),
+                  Grad("dbias", shape=("1", "nshape"), when="with_bias", arg="dbias")),
     Call("rows_linear_backward", "dinp, dweight, dbias, dout, inp, weight, M, K, N, given", alloc=True),
     ("dinp", "dweight", "dbias")])
 
@@ -469,15 +474,9 @@ kernel("ff_backward", "fused",
            In("w1", "t", 2, [dim(0, "F", "h.shape[-1]"), dim(1, "D", "x.shape[-1]")]),
            In("b1", "t", 1, [dim(0, "F", "h.shape[-1]")], none_ok=True),
            In("w2", "t", 2, [dim(0, "D", "x.shape[-1]"), dim(1, "F", "h.shape[-1]")]),
-           # Given buffers are accumulated into (accumulate 1; the missing ones start from zeros).
-           # When none is given the fresh ones are left uninitialised: the kernel writes them.
-           C('''int given = (need_dx && o_dx != Py_None) || o_dw1 != Py_None || (b1 != NULL && o_db1 != Py_None) ||
-                o_dw2 != Py_None || (with_bias2 && o_db2 != Py_None);'''),
-           Grad("dx", like="x", when="need_dx", zero_fill="given", arg="dx"),
-           Grad("dw1", like="w1", zero_fill="given", arg="dw1"),
-           Grad("db1", like="b1", when="b1 != NULL", zero_fill="given", arg="db1"),
-           Grad("dw2", like="w2", zero_fill="given", arg="dw2"),
-           Grad("db2", shape=("1", "dshape"), when="with_bias2", zero_fill="given", arg="db2"),
+           *accumulators(Grad("dx", like="x", when="need_dx", arg="dx"), Grad("dw1", like="w1", arg="dw1"),
+                         Grad("db1", like="b1", when="b1 != NULL", arg="db1"), Grad("dw2", like="w2", arg="dw2"),
+                         Grad("db2", shape=("1", "dshape"), when="with_bias2", arg="db2")),
            Call("ff_backward", "dx, dw1, db1, dw2, db2, dout, x, h, keep, p, w1, b1, w2, act_id, M, D, F, given",
                 alloc=True),
            ("dx", "dw1", "db1", "dw2", "db2")], python=False)

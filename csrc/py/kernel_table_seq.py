@@ -1,7 +1,7 @@
 """The specification table, continued: the decode, optim, recurrent and
 attention families (kernel_table.py explains the entries and steps)."""
 from generate_bindings import C, Call, Grad, In, InPlace, Out, dim, like  # noqa: F401
-from binding_kernel_table import ARRAY, OPT, kernel, row_vector, rows  # noqa: F401  (kernel_table.py)
+from binding_kernel_table import ARRAY, OPT, accumulators, kernel, row_vector, rows  # noqa: F401  (kernel_table.py)
 
 
 # ------------------------------------------------------------------ decode
@@ -618,17 +618,12 @@ kernel("mha_packed_backward", "attention",
                if (!self_attn && !(proj_kv = saved_arg(&held, o_proj_kv, fn, "proj_kv", t, 3, pkv_shape))) goto fail;''',
              arrays=["proj_kv"]),
            saved("probs", 4, "p_shape"), saved("context", 3, "out_shape"),
-           # Given buffers are accumulated into (accumulate 1; the missing ones start from zeros).
-           # When none is given the fresh ones are left uninitialised: the kernel writes them.
-           C('''int given = (need_dquery && o_dquery != Py_None) || (need_dkv && !self_attn && o_dkv != Py_None) ||
-                o_din_proj_weight != Py_None || (a.b_in != NULL && o_din_proj_bias != Py_None) ||
-                o_dout_weight != Py_None || (a.bo != NULL && o_dout_bias != Py_None);'''),
-           Grad("dquery", like="a.query", when="need_dquery", zero_fill="given", arg="dquery"),
-           Grad("dkv", like="a.kv", when="need_dkv && !self_attn", zero_fill="given", arg="dkv"),
-           Grad("din_proj_weight", like="a.w_in", zero_fill="given", arg="din_proj_weight"),
-           Grad("din_proj_bias", like="a.b_in", when="a.b_in != NULL", zero_fill="given", arg="din_proj_bias"),
-           Grad("dout_weight", like="a.wo", zero_fill="given", arg="dout_weight"),
-           Grad("dout_bias", like="a.bo", when="a.bo != NULL", zero_fill="given", arg="dout_bias"),
+           *accumulators(Grad("dquery", like="a.query", when="need_dquery", arg="dquery"),
+                         Grad("dkv", like="a.kv", when="need_dkv && !self_attn", arg="dkv"),
+                         Grad("din_proj_weight", like="a.w_in", arg="din_proj_weight"),
+                         Grad("din_proj_bias", like="a.b_in", when="a.b_in != NULL", arg="din_proj_bias"),
+                         Grad("dout_weight", like="a.wo", arg="dout_weight"),
+                         Grad("dout_bias", like="a.bo", when="a.bo != NULL", arg="dout_bias")),
            Call("mha_packed_backward", "dquery, dkv, din_proj_weight, din_proj_bias, dout_weight, dout_bias, dout, "
                 "CT_DATA(a.query), CT_DATA(a.kv), CT_DATA(a.w_in), CT_DATA(a.wo), proj_q, proj_kv, probs, context, "
                 "&a.opts, s, given", alloc=True),
