@@ -3,6 +3,7 @@
     python bench/ab_step.py --other DIR                 # this checkout against the build in DIR
     python bench/ab_step.py --other DIR --threads 1 --rounds 30
     python bench/ab_step.py --other DIR --decode        # greedy decoding of bench_transformer's (c) model
+    python bench/ab_step.py --other DIR --model d128 --threads 1 --steps 5   # bench_transformer's (b) step
 
 On a shared or virtual machine one build's step time drifts by 10-30 % within
 minutes (seen here: the same demo in 51 s and in 67 s, ten minutes apart), so
@@ -94,6 +95,19 @@ def demo_trainer(ct):
     return step, order
 
 
+def d128_trainer(ct):
+    """(step(_), batches): bench_transformer.py's (b) training step (the tutorial's model at d_model
+    128, its one batch of 25 % padding, CrossEntropyLoss(ignore_index=PAD), Adam), ours only."""
+    sys.path.insert(0, HERE)
+    import bench_transformer as bt
+    bt.have_torch = lambda: False  # ours only: torch's threads would share the cores
+    cfg = dict(d_model=128, nhead=4, layers=2, ff=512, vocab=1000)
+    (model, ns), _ = bt.build_pair(cfg)
+    src, tgt = bt.make_batch(cfg["vocab"])
+    train = bt.trainer(model, ns, ct, src, tgt)
+    return (lambda _: train()), [None]
+
+
 def decode_blocks(ct):
     """{name: (run(), tokens)}: greedy decoding of decode_breakdown's d512 model and its streaming floor."""
     import numpy as np
@@ -117,6 +131,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None,
                     help="steps per block (default: 40; with --decode, greedy runs per block, default 2)")
     ap.add_argument("--decode", action="store_true", help="time greedy decoding and the streaming floor instead")
+    ap.add_argument("--model", choices=("demo", "d128"), default="demo",
+                    help="the training step: the demo's (default) or bench_transformer's (b) d128 step")
     args = ap.parse_args()
     if args.steps is None:
         args.steps = 2 if args.decode else 40
@@ -135,8 +151,8 @@ def main() -> None:
     if args.decode:
         compare_decoding(ct, use, this_ext, other_ext, holders, args)
         return
-    step, order = demo_trainer(ct)
-    batches = order * (1 + (2 * args.rounds + 2) * args.steps // len(order))
+    step, order = demo_trainer(ct) if args.model == "demo" else d128_trainer(ct)
+    batches = order * (1 + (40 + 2 * args.rounds * args.steps) // len(order))  # 40 warm-up steps first
     for ext, warm in ((this_ext, batches[:20]), (other_ext, batches[20:40])):
         use(ext)
         for idx in warm:
