@@ -22,7 +22,8 @@ generator Linear), its source pasted once and run twice: with torch, and with
     Both must produce the same tokens.  The streaming floor (one GEMV over as
     many bytes as a token's weights, per token) is timed in the same rounds.
     Also beam search (k=4, batch 1) per generated token against greedy
-    decoding of batch 4 (the same rows per step).
+    decoding of batch 4 (the same rows per step).  Both ratios are medians of
+    the rounds' own ratios (round_ratio), over DECODE_ROUNDS rounds.
 (d) peak resident memory (ru_maxrss) of training step (a), ours vs torch,
     each in a fresh subprocess; also the RSS just before the first step and
     the difference (what the steps themselves added).
@@ -241,9 +242,9 @@ def set_threads(n: int) -> None:
 SETTLE_S = 0.02  # quiet before each timed call: the other library's spinning threads stop (see the top)
 
 
-def interleaved(fns: dict, warmup: int, reps: int) -> dict:
-    """Median seconds of each closure, run in turns (one of each per round),
-    each call after SETTLE_S of sleep."""
+def interleaved_rounds(fns: dict, warmup: int, reps: int) -> dict:
+    """Seconds of each closure in each of `reps` rounds (after `warmup`), run
+    in turns (one of each per round), each call after SETTLE_S of sleep."""
     times = {k: [] for k in fns}
     for r in range(warmup + reps):
         for k, fn in fns.items():
@@ -253,7 +254,21 @@ def interleaved(fns: dict, warmup: int, reps: int) -> dict:
             dt = time.perf_counter() - t0
             if r >= warmup:
                 times[k].append(dt)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
+
+
+def interleaved(fns: dict, warmup: int, reps: int) -> dict:
+    """Median seconds of each closure (interleaved_rounds)."""
+    return {k: statistics.median(v) for k, v in interleaved_rounds(fns, warmup, reps).items()}
+
+
+def round_ratio(times: dict, a: str, b: str) -> float:
+    """Median over the rounds of a's time / b's time in the same round.  The
+    machine's memory bandwidth flips between two states within a run (the
+    floor of (c) at 2 threads: 0.74-0.85 ms in some rounds, 1.4-1.5 ms in
+    others, minutes apart), so a ratio of two medians can pair a fast
+    median with a slow one; a round's two calls are seconds apart."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b]))
 
 
 # ---------------------------------------------------------------- raw sgemm on the step's shapes
@@ -394,14 +409,17 @@ def bench_decode(n_tokens: int, reps: int, threads_list) -> list:
     rows = []
     for n in threads_list:
         set_threads(n)
-        t = interleaved(fns, 1, reps)
-        b = interleaved(beams, 1, reps)
-        rows.append((n, t["ours"], t.get("torch"), same, ntok, (nbytes, t["floor"] / ntok),
-                     b["beam"] / n_tokens, b["greedy"] / n_tokens))
+        t = interleaved_rounds(fns, 1, reps)
+        b = interleaved_rounds(beams, 1, reps)
+        med = {k: statistics.median(v) for k, v in {**t, **b}.items()}
+        rows.append((n, med["ours"], med.get("torch"), same, ntok, (nbytes, med["floor"] / ntok),
+                     round_ratio(t, "ours", "floor"), med["beam"] / n_tokens, med["greedy"] / n_tokens,
+                     round_ratio(b, "beam", "greedy")))
     return rows
 
 
 BEAM = 4
+DECODE_ROUNDS = 7  # (c)'s rounds (torch's prefix loop is ~0.8 s of each)
 
 
 def beam_vs_greedy_fns(model, src, n_tokens: int, eos: int) -> dict:
@@ -574,18 +592,20 @@ def main() -> None:
                   flush=True)
     if "c" in parts:
         n_tok = 10 if quick else 50
-        for n, ours, tor, same, ntok, (nbytes, t_stream), beam, greedy4 in bench_decode(n_tok, 1 if quick else 3,
-                                                                                      threads_list):
+        rounds = 1 if quick else DECODE_ROUNDS
+        for n, ours, tor, same, ntok, (nbytes, t_stream), vs_floor, beam, greedy4, vs_greedy in \
+                bench_decode(n_tok, rounds, threads_list):
             floor = ntok * t_stream
             vs_torch = "" if tor is None else (f"speed-up {tor / ours:.1f}x (target >= 10x); same tokens: {same}; ")
             print(f"{'(c) greedy ' + str(ntok) + ' tok, batch 1':<28} {n:>3} {ours * 1e3:>9.1f} {ms(tor):>9} "
                   f"{ratio(ours, tor):>10}  {vs_torch}"
                   f"weights read per token {nbytes / 2**20:.1f} MiB, one GEMV over them {t_stream * 1e3:.2f} ms "
                   f"({nbytes / t_stream / 1e9:.1f} GB/s) -> streaming floor for {ntok} tokens "
-                  f"{floor * 1e3:.0f} ms; ours = {ours / floor:.2f} x floor", flush=True)
+                  f"{floor * 1e3:.0f} ms; ours = {vs_floor:.2f} x floor (median of {rounds} rounds' ratios)",
+                  flush=True)
             print(f"{'(c) beam ' + str(BEAM) + ', ms per token':<28} {n:>3} {beam * 1e3:>9.2f} {'-':>9} {'-':>10}  "
                   f"beam_search(k={BEAM}, batch 1) per token vs greedy_decode of batch {BEAM} "
-                  f"{greedy4 * 1e3:.2f} ms per token: {beam / greedy4:.2f}x (target <= 1.1)", flush=True)
+                  f"{greedy4 * 1e3:.2f} ms per token: {vs_greedy:.2f}x (target <= 1.1)", flush=True)
     if mem is not None and "torch" not in mem:
         ob, op, oh = mem["ours"]
         print(f"{'(d) peak RSS train (a), MiB':<28} {1:>3} {op:>9.0f} {'-':>9} {'-':>10}  "
