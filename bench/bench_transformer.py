@@ -28,7 +28,8 @@ generator Linear), its source pasted once and run twice: with torch, and with
     each in a fresh subprocess; also the RSS just before the first step and
     the difference (what the steps themselves added).
 
-Timings: median of REPS steps after WARMUP, ours and torch interleaved step by
+Timings: median of REPS steps after WARMUP (ours/torch: the median of the
+rounds' own ratios, round_ratio), ours and torch interleaved step by
 step (the machine is shared: the load average is printed with the table), at
 1 and 2 threads (ctransformer.set_num_threads, torch.set_num_threads), each
 timed call after SETTLE_S of quiet: both libraries keep threads of their own
@@ -412,7 +413,8 @@ def bench_decode(n_tokens: int, reps: int, threads_list) -> list:
         t = interleaved_rounds(fns, 1, reps)
         b = interleaved_rounds(beams, 1, reps)
         med = {k: statistics.median(v) for k, v in {**t, **b}.items()}
-        rows.append((n, med["ours"], med.get("torch"), same, ntok, (nbytes, med["floor"] / ntok),
+        ours_torch = round_ratio(t, "ours", "torch") if "torch" in t else None
+        rows.append((n, med["ours"], med.get("torch"), ours_torch, same, ntok, (nbytes, med["floor"] / ntok),
                      round_ratio(t, "ours", "floor"), med["beam"] / n_tokens, med["greedy"] / n_tokens,
                      round_ratio(b, "beam", "greedy")))
     return rows
@@ -538,12 +540,14 @@ def bench_training(name: str, warmup: int, reps: int, threads_list, lib_blas) ->
     rows = []
     for n in threads_list:
         set_threads(n)
-        t = interleaved(fns, warmup, reps)
+        times = interleaved_rounds(fns, warmup, reps)
+        t = {k: statistics.median(v) for k, v in times.items()}
+        vs_torch = round_ratio(times, "ours", "torch") if "torch" in times else None
         # raw sgemm on OpenBLAS's own threads (ctransformer keeps them at one and splits GEMMs itself)
         lib_blas.scipy_openblas_set_num_threads(n)
         raw = raw_sgemm_seconds(lib_blas, gemms, 3)
         lib_blas.scipy_openblas_set_num_threads(1)
-        rows.append((n, t["ours"], t.get("torch"), flops, raw))
+        rows.append((n, t["ours"], t.get("torch"), vs_torch, flops, raw))
     return rows
 
 
@@ -551,8 +555,8 @@ def ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
-def ratio(ours: float, torch_seconds) -> str:
-    return "-" if torch_seconds is None else f"{ours / torch_seconds:.3f}"
+def ratio(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def main() -> None:
@@ -584,21 +588,21 @@ def main() -> None:
         cfg = CONFIGS[name]
         label = f"({name}) train d{cfg['d_model']} L{cfg['layers']}+{cfg['layers']} V{cfg['vocab']}"
         target = 0.8 if name == "a" else 0.5
-        for n, ours, tor, flops, raw in bench_training(name, warmup, reps, threads_list, lib_blas):
+        for n, ours, tor, vs_torch, flops, raw in bench_training(name, warmup, reps, threads_list, lib_blas):
             gf_ours, gf_raw = flops / ours / 1e9, flops / raw / 1e9
-            print(f"{label:<28} {n:>3} {ours * 1e3:>9.1f} {ms(tor):>9} {ratio(ours, tor):>10}  "
+            print(f"{label:<28} {n:>3} {ours * 1e3:>9.1f} {ms(tor):>9} {ratio(vs_torch):>10}  "
                   f"target <= {target}; GEMM {flops / 1e9:.1f} GFLOP: ours {gf_ours:.1f} GFLOP/s, raw sgemm "
                   f"{gf_raw:.1f} GFLOP/s ({raw * 1e3:.0f} ms) -> {100 * gf_ours / gf_raw:.0f}% (target >= 70%)",
                   flush=True)
     if "c" in parts:
         n_tok = 10 if quick else 50
         rounds = 1 if quick else DECODE_ROUNDS
-        for n, ours, tor, same, ntok, (nbytes, t_stream), vs_floor, beam, greedy4, vs_greedy in \
+        for n, ours, tor, ours_torch, same, ntok, (nbytes, t_stream), vs_floor, beam, greedy4, vs_greedy in \
                 bench_decode(n_tok, rounds, threads_list):
             floor = ntok * t_stream
             vs_torch = "" if tor is None else (f"speed-up {tor / ours:.1f}x (target >= 10x); same tokens: {same}; ")
             print(f"{'(c) greedy ' + str(ntok) + ' tok, batch 1':<28} {n:>3} {ours * 1e3:>9.1f} {ms(tor):>9} "
-                  f"{ratio(ours, tor):>10}  {vs_torch}"
+                  f"{ratio(ours_torch):>10}  {vs_torch}"
                   f"weights read per token {nbytes / 2**20:.1f} MiB, one GEMV over them {t_stream * 1e3:.2f} ms "
                   f"({nbytes / t_stream / 1e9:.1f} GB/s) -> streaming floor for {ntok} tokens "
                   f"{floor * 1e3:.0f} ms; ours = {vs_floor:.2f} x floor (median of {rounds} rounds' ratios)",
