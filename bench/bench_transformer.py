@@ -258,11 +258,6 @@ def interleaved_rounds(fns: dict, warmup: int, reps: int) -> dict:
     return times
 
 
-def interleaved(fns: dict, warmup: int, reps: int) -> dict:
-    """Median seconds of each closure (interleaved_rounds)."""
-    return {k: statistics.median(v) for k, v in interleaved_rounds(fns, warmup, reps).items()}
-
-
 def round_ratio(times: dict, a: str, b: str) -> float:
     """Median over the rounds of a's time / b's time in the same round.  The
     machine's memory bandwidth flips between two states within a run (the
