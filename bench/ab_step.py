@@ -101,7 +101,7 @@ def d128_trainer(ct):
     sys.path.insert(0, HERE)
     import bench_transformer as bt
     bt.have_torch = lambda: False  # ours only: torch's threads would share the cores
-    cfg = dict(d_model=128, nhead=4, layers=2, ff=512, vocab=1000)
+    cfg = bt.CONFIGS["b"]
     (model, ns), _ = bt.build_pair(cfg)
     src, tgt = bt.make_batch(cfg["vocab"])
     train = bt.trainer(model, ns, ct, src, tgt)
@@ -109,18 +109,14 @@ def d128_trainer(ct):
 
 
 def decode_blocks(ct):
-    """{name: (run(), tokens)}: greedy decoding of decode_breakdown's d512 model and its streaming floor."""
-    import numpy as np
+    """{name: (run(), tokens)}: greedy decoding of decode_breakdown's d512 model and its streaming floor
+    (decode_breakdown's closures; the floor's one-token GEMV run 10 times a call)."""
     sys.path.insert(0, HERE)
     import decode_breakdown as D
-    import ctransformer.kernels as K
-    from ctransformer.decoding import greedy_decode
     model, src = D.build(ct)
-    rows = sum(w.size for w in D.projections(model)) // 512
-    weights = np.random.default_rng(0).standard_normal((rows, 512)).astype(np.float32)
-    x = np.ones((1, 512), np.float32)
-    return {"greedy": (lambda: greedy_decode(model, src, D.TOKENS, 2, -1), D.TOKENS),
-            "floor": (lambda: [K.decode_linear(x, weights, None) for _ in range(10)], 10)}
+    fns = D.closures(ct, model, src)
+    floor_token = fns["floor"][0]
+    return {"greedy": fns["greedy"], "floor": (lambda: [floor_token() for _ in range(10)], 10)}
 
 
 def main() -> None:
