@@ -117,37 +117,61 @@ void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const
     if (reduction == CT_REDUCE_SUM) loss[0] = (real)total;
 }
 
-/* d[c] += p_coef * p_c - smooth_coef * w_c for c in [lo, hi), with
- * p_c = exp(z_c - lse): the softmax and uniform parts of a row's gradient. */
-CT_INLINE void FN(add_softmax_grad)(real *restrict d, const real *restrict z,
-                                   const real *restrict weight, acc_t lse, acc_t p_coef,
-                                   acc_t smooth_coef, ct_int lo, ct_int hi)
+/* lse as two `real`s, hi + lo (lo = 0 in float64): z - lse is then taken as
+ * (z - hi) - lo in `real`, one vector lane per element where the double
+ * difference took two conversions each way.  z - hi is exact where z and hi
+ * are within a factor 2 (Sterbenz), else rounded once; so the argument of
+ * exp is within 1 ulp of (real)(z - lse), whose own rounding is 0.5 ulp.
+ * An infinite lse keeps lo = 0, so z - lse is the same +-inf or NaN as before. */
+typedef struct {
+    real hi, lo;
+} FN(split_lse);
+
+CT_INLINE FN(split_lse) FN(split)(acc_t lse)
 {
-    if (weight == NULL) {
-        for (ct_int c = lo; c < hi; c++) {
-            acc_t p = VEXP((real)((acc_t)z[c] - lse));
-            d[c] += (real)(p_coef * p - smooth_coef);
-        }
-    } else {
-        for (ct_int c = lo; c < hi; c++) {
-            acc_t p = VEXP((real)((acc_t)z[c] - lse));
-            d[c] += (real)(p_coef * p - smooth_coef * (acc_t)weight[c]);
-        }
-    }
+    FN(split_lse) s;
+    s.hi = (real)lse;
+    s.lo = isfinite(lse) ? (real)(lse - (acc_t)s.hi) : (real)0; /* inf - inf would make every p NaN */
+    return s;
 }
 
-/* Gradient of one non-ignored row (C), scaled by s = d(total)/d(row loss). */
+/* d[c] (+)= p_coef * p_c - smooth_coef * w_c for c in [lo, hi), with
+ * p_c = exp(z_c - lse): the softmax and uniform parts of a row's gradient,
+ * in `real` (the coefficients rounded to it; the gradient is stored in
+ * `real` anyway).  accumulate 0 writes d (no zeroed row first). */
+CT_INLINE void FN(add_softmax_grad)(real *restrict d, const real *restrict z,
+                                   const real *restrict weight, FN(split_lse) lse, acc_t p_coef,
+                                   acc_t smooth_coef, ct_int lo, ct_int hi, int accumulate)
+{
+    real pc = (real)p_coef, sc = (real)smooth_coef;
+#define CT_CE_P(c) VEXP((z[c] - lse.hi) - lse.lo)
+    if (weight == NULL && accumulate)
+        for (ct_int c = lo; c < hi; c++) d[c] += pc * CT_CE_P(c) - sc;
+    else if (weight == NULL)
+        for (ct_int c = lo; c < hi; c++) d[c] = pc * CT_CE_P(c) - sc;
+    else if (accumulate)
+        for (ct_int c = lo; c < hi; c++) d[c] += pc * CT_CE_P(c) - sc * weight[c];
+    else
+        for (ct_int c = lo; c < hi; c++) d[c] = pc * CT_CE_P(c) - sc * weight[c];
+#undef CT_CE_P
+}
+
+/* Gradient of one non-ignored row (C), scaled by s = d(total)/d(row loss);
+ * accumulate 0 writes the row.  The target's own element is taken in acc_t
+ * (p_t - 1 cancels where the model is sure). */
 CT_INLINE void FN(row_backward)(real *d, const real *z, int64_t t, acc_t lse, const real *weight,
-                             acc_t weight_sum, acc_t s, acc_t eps, ct_int C)
+                             acc_t weight_sum, acc_t s, acc_t eps, ct_int C, int accumulate)
 {
     acc_t w_t = weight ? (acc_t)weight[t] : 1;
     acc_t target_coef = s * (1 - eps) * w_t;  /* the one-hot term */
     acc_t smooth_coef = s * eps / (acc_t)C;   /* the uniform term */
     acc_t p_coef = target_coef + smooth_coef * weight_sum;
-    FN(add_softmax_grad)(d, z, weight, lse, p_coef, smooth_coef, 0, t);
-    FN(add_softmax_grad)(d, z, weight, lse, p_coef, smooth_coef, t + 1, C);
+    FN(split_lse) parts = FN(split)(lse);
+    FN(add_softmax_grad)(d, z, weight, parts, p_coef, smooth_coef, 0, t, accumulate);
+    FN(add_softmax_grad)(d, z, weight, parts, p_coef, smooth_coef, t + 1, C, accumulate);
     acc_t p_t = VEXP((real)((acc_t)z[t] - lse));
-    d[t] += (real)(p_coef * p_t - smooth_coef * w_t - target_coef);
+    real d_t = (real)(p_coef * p_t - smooth_coef * w_t - target_coef);
+    d[t] = accumulate ? d[t] + d_t : d_t;
 }
 
 typedef struct {
@@ -167,12 +191,13 @@ static CT_VECTOR_CLONES void FN(ce_backward_rows)(void *ctx, ptrdiff_t n0, ptrdi
     ct_int C = a->C;
     for (ct_int i = n0; i < n1; i++) {
         int64_t t = a->targets[i];
-        /* written (accumulate 0): the row zeroed here, while it is in cache, then added to */
-        if (!a->accumulate) memset(a->dlogits + i * C, 0, (size_t)C * sizeof(real));
-        if (t == a->ignore_index) continue;
+        if (t == a->ignore_index) { /* no gradient: written 0, or left as it is */
+            if (!a->accumulate) memset(a->dlogits + i * C, 0, (size_t)C * sizeof(real));
+            continue;
+        }
         acc_t s = (acc_t)a->dloss[a->per_row_dloss ? i : 0] * a->scale;
         FN(row_backward)(a->dlogits + i * C, a->logits + i * C, t, a->lse[i], a->weight, a->weight_sum, s,
-                         a->eps, C);
+                         a->eps, C, a->accumulate);
     }
 }
 

@@ -299,6 +299,11 @@ static inline float ct_erff(float x)
 
 /* ======================= type-generic names ========================= */
 #define VEXP(x) _Generic((x), float: ct_expf, double: ct_exp)(x)
+/* exp of x <= 0 (a value minus its row's maximum): float32 takes ct_expf_nonpositive, whose results
+ * below FLT_MIN are 0 where ct_expf's are subnormal.  A softmax flushes those weights to 0 anyway
+ * (normal_or_zero, softmax.c), and in a sum of a row's exps, which holds the maximum's exp(0) = 1,
+ * they add under D * 1.2e-38.  float64: ct_exp.  For x > 0 the value is unspecified. */
+#define VEXP_NONPOSITIVE(x) _Generic((x), float: ct_expf_nonpositive, double: ct_exp)(x)
 #define VTANH(x) _Generic((x), float: ct_tanhf, double: ct_tanh)(x)
 #define VSIGMOID(x) _Generic((x), float: ct_sigmoidf, double: ct_sigmoid)(x)
 #define VSIGMOID_FAST(x) _Generic((x), float: ct_sigmoidf_fast, double: ct_sigmoid)(x)

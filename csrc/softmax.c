@@ -33,7 +33,7 @@ CT_INLINE real FN(normal_or_zero)(real v) { return VSELECT(FABS(v) < (real)REAL_
 /* row_i <- exp(row_i - m), in place; returns sum_i row_i (in acc_t). */
 CT_INLINE acc_t FN(exp_shifted_inplace)(real *restrict row, real m, ct_int D)
 {
-    for (ct_int i = 0; i < D; i++) row[i] = VEXP(row[i] - m);
+    for (ct_int i = 0; i < D; i++) row[i] = VEXP_NONPOSITIVE(row[i] - m);
     return VSUM(row, D);
 }
 
@@ -89,8 +89,9 @@ void FN(softmax_rows)(real *restrict P, ct_int N, ct_int D)
             if (m[r] == m[r] && m[r] != -INFINITY)
                 for (ct_int i = 0; i < D; i++) block[r * D + i] -= m[r];
         }
-        /* every element at once; a special row (NaN or all -inf) is refilled below */
-        for (ct_int k = 0; k < rows * D; k++) block[k] = VEXP(block[k]);
+        /* every element at once (each <= 0 now); a special row (NaN or all -inf), not shifted, is
+         * refilled below */
+        for (ct_int k = 0; k < rows * D; k++) block[k] = VEXP_NONPOSITIVE(block[k]);
         for (ct_int r = 0; r < rows; r++) {
             real *row = block + r * D;
             if (m[r] != m[r] || m[r] == -INFINITY) {
@@ -109,6 +110,7 @@ void FN(softmax_rows)(real *restrict P, ct_int N, ct_int D)
 
 /* sum_exp_shifted: sum_i exp(x_i - m) over a row x (D), in acc_t, without an
  * output row (log-sum-exp of log_softmax and cross-entropy: m + log of it).
+ * m is the row's maximum, or 0 for a row of -inf (so x_i - m <= 0: VEXP_NONPOSITIVE).
  * The exps go through a small stack buffer so that both the exp loop and the
  * lane-split sum vectorise.  NaN in x or m propagates. */
 CT_VECTOR_CLONES
@@ -118,7 +120,7 @@ acc_t FN(sum_exp_shifted)(const real *restrict x, real m, ct_int D)
     acc_t sum = 0;
     for (ct_int c0 = 0; c0 < D; c0 += CT_SOFTMAX_CHUNK) {
         ct_int len = CT_MIN(CT_SOFTMAX_CHUNK, D - c0);
-        for (ct_int c = 0; c < len; c++) e[c] = VEXP(x[c0 + c] - m);
+        for (ct_int c = 0; c < len; c++) e[c] = VEXP_NONPOSITIVE(x[c0 + c] - m);
         sum += VSUM(e, len);
     }
     return sum;

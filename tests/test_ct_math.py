@@ -21,8 +21,8 @@ import math
 import numpy as np
 import pytest
 
-from ctransformer.kernels import (activation_forward, cross_entropy_forward, log_softmax_backward,
-                                  log_softmax_forward, softmax_forward)
+from ctransformer.kernels import (activation_forward, cross_entropy_backward, cross_entropy_forward,
+                                  log_softmax_backward, log_softmax_forward, softmax_forward)
 
 DTYPES = (np.float32, np.float64)
 BOUND = {"exp": {np.float32: 1.0, np.float64: 2.0},
@@ -159,6 +159,34 @@ def test_cross_entropy_rows_float32(rng):
     ref_lse = m + np.log(np.exp(x64 - m[:, None]).sum(axis=1))
     np.testing.assert_allclose(lse, ref_lse, rtol=1e-7, atol=0)
     assert_ulp(loss, ref_lse - x64[np.arange(128), t], x, np.float32, 4.0, "cross_entropy")
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_cross_entropy_backward_float32_rows(rng, offset, eps):
+    """float32 dlogits of the summed loss against the exact maths, p_c - eps / C off the target
+    (p_c = exp(z_c - lse), lse in double).  The kernel takes z - lse as (z - hi) - lo with
+    lse = hi + lo in float32 (csrc/crossentropy.c), within 1 ulp of the argument, so p_c is within
+    |z - lse| 2^-23 (relative) plus exp's ulp; the coefficient and the subtraction round once each.
+    At logits near 1e4 a float32 lse alone (off by up to 5e-4) would miss this by ~1000x."""
+    N, C = 64, 200
+    x = (offset + rng.standard_normal((N, C)) * 3).astype(np.float32)
+    t = rng.integers(0, C, N)
+    _, lse = cross_entropy_forward(x, t, label_smoothing=eps, reduction="sum")
+    d = cross_entropy_backward(np.array(1.0, np.float32), x, t, lse, label_smoothing=eps, reduction="sum")
+    arg = x.astype(np.float64) - lse[:, None]
+    p = np.exp(arg)
+    ref = p - eps / C
+    ref[np.arange(N), t] -= 1 - eps
+    ulp = np.spacing(np.float32(1)) / 2  # 2^-24
+    bound = (2 * ulp + np.abs(arg) * 2 * ulp) * p + np.spacing(np.abs(ref).astype(np.float32)) \
+        + np.spacing(np.float32(eps / C))
+    err = np.abs(d.astype(np.float64) - ref)
+    off = np.ones_like(d, bool)
+    off[np.arange(N), t] = False
+    assert (err[off] <= bound[off]).all(), float((err / bound)[off].max())
+    # the target's own element is taken in double: p_t - 1 does not lose p_t's digits
+    np.testing.assert_allclose(d[~off], ref[~off], rtol=4 * ulp * (1 + np.abs(arg[~off]).max()))
 
 
 # ----------------------------------------------------------------------------------------------
