@@ -125,49 +125,63 @@ CT_INLINE void FN(row_moments)(const real *restrict x, const real *restrict r, c
     }
 }
 
-/* y = (h - mu) * rs * weight + bias (weight / bias NULL: 1 / 0), in acc_t.
- * h_i is hrow[i] when hrow is given (row_moments' copy), else row_at(x, r, i);
- * weight_i is wd[i] when wd is given (weight in acc_t), else weight[i];
- * likewise bias_i.  The same value either way: the copies only save the
- * conversions, which bound this loop (a d128 step's layer norms). */
-CT_INLINE void FN(row_normalise)(real *restrict y, const real *restrict x, const real *restrict r,
-                                 const acc_t *restrict hrow, const real *restrict weight,
-                                 const real *restrict bias, const acc_t *restrict wd, const acc_t *restrict bd,
-                                 acc_t mu, acc_t rs, ct_int D)
+/* mu as two `real`s, hi + lo (lo = 0 in float64, and for a mean that is not
+ * finite): h - mu is taken as (h - hi) - lo in `real`.  h - hi is exact
+ * where h and hi are within a factor 2 (Sterbenz: a row far from 0, x ~ 1e4
+ * + noise), else rounded once; with lo, h - mu is within 1 ulp.  A float32
+ * mu alone would be off by up to half an ulp of the row's magnitude. */
+typedef struct {
+    real hi, lo;
+} FN(split_mean);
+
+CT_INLINE FN(split_mean) FN(split)(acc_t mu)
 {
-#define LN_H(i) (hrow != NULL ? hrow[i] : FN(row_at)(x, r, i))
-#define LN_W(i) (wd != NULL ? wd[i] : (acc_t)weight[i])
-#define LN_B(i) (bd != NULL ? bd[i] : (acc_t)bias[i])
+    FN(split_mean) s;
+    s.hi = (real)mu;
+    s.lo = isfinite(mu) ? (real)(mu - (acc_t)s.hi) : (real)0;
+    return s;
+}
+
+/* h_i - mu in `real` (see split_mean), h = x + r (r NULL: h = x) */
+#define CT_LN_CENTRED(x, r, i, m) ((((r) != NULL ? (x)[i] + (r)[i] : (x)[i]) - (m).hi) - (m).lo)
+
+/* y = (h - mu) * rs * weight + bias (weight / bias NULL: 1 / 0), elementwise
+ * in `real`: the sums that decide mu and rs are in acc_t (row_moments); each
+ * output then rounds a few times (h - mu, the three products and sums,
+ * within ~3 ulp of the terms) where acc_t would round once, and the loop
+ * runs one `real` lane per element instead of two conversions each way (a
+ * d128 training step's layer norms).  In float64 the same operations in
+ * the same order as an acc_t loop. */
+CT_INLINE void FN(row_normalise)(real *restrict y, const real *restrict x, const real *restrict r,
+                                 const real *restrict weight, const real *restrict bias, acc_t mu, acc_t rs,
+                                 ct_int D)
+{
+    FN(split_mean) m = FN(split)(mu);
+    real rs_r = (real)rs;
     if (weight != NULL && bias != NULL)
-        for (ct_int i = 0; i < D; i++) y[i] = (real)((LN_H(i) - mu) * rs * LN_W(i) + LN_B(i));
+        for (ct_int i = 0; i < D; i++) y[i] = CT_LN_CENTRED(x, r, i, m) * rs_r * weight[i] + bias[i];
     else if (weight != NULL)
-        for (ct_int i = 0; i < D; i++) y[i] = (real)((LN_H(i) - mu) * rs * LN_W(i));
+        for (ct_int i = 0; i < D; i++) y[i] = CT_LN_CENTRED(x, r, i, m) * rs_r * weight[i];
     else if (bias != NULL)
-        for (ct_int i = 0; i < D; i++) y[i] = (real)((LN_H(i) - mu) * rs + LN_B(i));
+        for (ct_int i = 0; i < D; i++) y[i] = CT_LN_CENTRED(x, r, i, m) * rs_r + bias[i];
     else
-        for (ct_int i = 0; i < D; i++) y[i] = (real)((LN_H(i) - mu) * rs);
-#undef LN_H
-#undef LN_W
-#undef LN_B
+        for (ct_int i = 0; i < D; i++) y[i] = CT_LN_CENTRED(x, r, i, m) * rs_r;
 }
 
 /* `rows` (1 to CT_LN_ROWS: a constant at each call) consecutive rows of the
  * forward: their moments together (row_moments), then for each row k,
  * h = x + r (r NULL: h = x), out (D) = (h - mean) * rstd * weight + bias;
- * mean[k] and rstd[k] returned.  hbuf (rows, D), wd, bd (D) or NULL: see
- * row_moments and row_normalise.  A row's bits depend neither on `rows` nor
- * on the copies. */
+ * mean[k] and rstd[k] returned.  hbuf (rows, D) or NULL: see row_moments.
+ * A row's bits depend neither on `rows` nor on the copy. */
 CT_INLINE void FN(layernorm_rows)(real *restrict y, real *mean, real *rstd, const real *restrict x,
                                   const real *restrict r, const real *restrict weight, const real *restrict bias,
-                                  double eps, ct_int D, const int rows, acc_t *hbuf, const acc_t *wd,
-                                  const acc_t *bd)
+                                  double eps, ct_int D, const int rows, acc_t *hbuf)
 {
     acc_t mu[CT_LN_ROWS], var[CT_LN_ROWS];
     FN(row_moments)(x, r, D, rows, mu, var, hbuf);
     for (int k = 0; k < rows; k++) {
         acc_t rs = 1 / sqrt(var[k] + eps);
-        FN(row_normalise)(y + k * D, x + k * D, r != NULL ? r + k * D : NULL, hbuf != NULL ? hbuf + k * D : NULL,
-                          weight, bias, wd, bd, mu[k], rs, D);
+        FN(row_normalise)(y + k * D, x + k * D, r != NULL ? r + k * D : NULL, weight, bias, mu[k], rs, D);
         mean[k] = (real)mu[k];
         rstd[k] = (real)rs;
     }
@@ -183,48 +197,40 @@ typedef struct {
 /* `rows` rows of add_layernorm_forward from row n, layernorm_rows inlined
  * once with a literal NULL residual (each copy's loops compiled without the
  * test of r), and for rows of up to CT_LN_BUF_D once more with the acc_t
- * copies (hbuf, wd, bd given). */
-CT_INLINE void FN(forward_rows_at)(const FN(layernorm_rows_args) *a, ct_int n, const int rows, acc_t *hbuf,
-                                   const acc_t *wd, const acc_t *bd)
+ * copy of h (hbuf given). */
+CT_INLINE void FN(forward_rows_at)(const FN(layernorm_rows_args) *a, ct_int n, const int rows, acc_t *hbuf)
 {
     ct_int D = a->D;
     const real *r = a->residual != NULL ? a->residual + n * D : NULL;
     if (hbuf != NULL && r != NULL)
         FN(layernorm_rows)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, r, a->weight, a->bias,
-                           a->eps, D, rows, hbuf, wd, bd);
+                           a->eps, D, rows, hbuf);
     else if (hbuf != NULL)
         FN(layernorm_rows)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, NULL, a->weight, a->bias,
-                           a->eps, D, rows, hbuf, wd, bd);
+                           a->eps, D, rows, hbuf);
     else if (r != NULL)
         FN(layernorm_rows)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, r, a->weight, a->bias,
-                           a->eps, D, rows, NULL, NULL, NULL);
+                           a->eps, D, rows, NULL);
     else
         FN(layernorm_rows)(a->out + n * D, a->mean + n, a->rstd + n, a->inp + n * D, NULL, a->weight, a->bias,
-                           a->eps, D, rows, NULL, NULL, NULL);
+                           a->eps, D, rows, NULL);
 }
 
 /* Rows [n0, n1) of add_layernorm_forward (a block of ct_parallel_rows): in
  * groups of CT_LN_ROWS, then one at a time.  Rows of up to CT_LN_BUF_D keep
- * h, weight and bias in acc_t on the stack (converted once, not in each of
- * the three passes; with four rows per loop, 1024 x 128 and 1024 x 512 in
- * float32 took 0.59-0.65 of the time, in float64 0.70-0.78). */
+ * h in acc_t on the stack for the moments' second pass (converted once). */
 static CT_VECTOR_CLONES void FN(add_layernorm_forward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
 {
     const FN(layernorm_rows_args) *a = ctx;
     ct_int n = n0, D = a->D;
     if (D <= CT_LN_BUF_D) {
-        acc_t hbuf[CT_LN_ROWS * CT_LN_BUF_D], wd[CT_LN_BUF_D], bd[CT_LN_BUF_D];
-        for (ct_int i = 0; i < D; i++) {
-            if (a->weight != NULL) wd[i] = a->weight[i];
-            if (a->bias != NULL) bd[i] = a->bias[i];
-        }
-        const acc_t *w = a->weight != NULL ? wd : NULL, *b = a->bias != NULL ? bd : NULL;
-        for (; n + CT_LN_ROWS <= n1; n += CT_LN_ROWS) FN(forward_rows_at)(a, n, CT_LN_ROWS, hbuf, w, b);
-        for (; n < n1; n++) FN(forward_rows_at)(a, n, 1, hbuf, w, b);
+        acc_t hbuf[CT_LN_ROWS * CT_LN_BUF_D];
+        for (; n + CT_LN_ROWS <= n1; n += CT_LN_ROWS) FN(forward_rows_at)(a, n, CT_LN_ROWS, hbuf);
+        for (; n < n1; n++) FN(forward_rows_at)(a, n, 1, hbuf);
         return;
     }
-    for (; n + CT_LN_ROWS <= n1; n += CT_LN_ROWS) FN(forward_rows_at)(a, n, CT_LN_ROWS, NULL, NULL, NULL);
-    for (; n < n1; n++) FN(forward_rows_at)(a, n, 1, NULL, NULL, NULL);
+    for (; n + CT_LN_ROWS <= n1; n += CT_LN_ROWS) FN(forward_rows_at)(a, n, CT_LN_ROWS, NULL);
+    for (; n < n1; n++) FN(forward_rows_at)(a, n, 1, NULL);
 }
 
 /* add_layernorm_forward (also layernorm_forward, with residual NULL)
@@ -256,21 +262,23 @@ void FN(layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, c
     FN(add_layernorm_forward)(out, mean, rstd, inp, NULL, weight, bias, eps, N, D);
 }
 
-/* acc (D) += dy * hhat, hhat = (h - mu) * rs */
+/* h_i in `real`: x + r (r NULL: x), rounded as row_at's */
+#define CT_LN_H(x, r, i) ((r) != NULL ? (x)[i] + (r)[i] : (x)[i])
+
+/* acc (D) += dy * hhat, hhat = (h - mu) * rs, in `real` (mu and rs are the
+ * forward's saved `real` values) */
 CT_INLINE void FN(row_add_dy_xhat)(real *restrict acc, const real *restrict dy, const real *restrict x,
-                                   const real *restrict r, acc_t mu, acc_t rs, ct_int D)
+                                   const real *restrict r, real mu, real rs, ct_int D)
 {
-    for (ct_int i = 0; i < D; i++) acc[i] += (real)(dy[i] * ((FN(row_at)(x, r, i) - mu) * rs));
+    for (ct_int i = 0; i < D; i++) acc[i] += dy[i] * ((CT_LN_H(x, r, i) - mu) * rs);
 }
 
 /* mean(g) and mean(g * hhat) of a row (D > 0), g = dy * weight (weight
  * NULL: g = dy), hhat = (h - mu) * rs; one lane sum per case so that each
- * vectorises.  wd (D) or NULL: weight in acc_t; hbuf (D) or NULL: h is
- * stored there in acc_t for the caller's second loop (see the backward's rows). */
+ * vectorises.  wd (D) or NULL: weight in acc_t. */
 CT_INLINE void FN(row_g_means)(const real *restrict dy, const real *restrict x, const real *restrict r,
                                const real *restrict weight, acc_t mu, acc_t rs, ct_int D,
-                               acc_t *g_mean, acc_t *g_xhat_mean, const acc_t *restrict wd,
-                               acc_t *restrict hbuf)
+                               acc_t *g_mean, acc_t *g_xhat_mean, const acc_t *restrict wd)
 {
     /* both sums in one loop (two independent chains), each in CT_LANE_SUM's order */
     ct_int full = D / CT_LANES * CT_LANES;
@@ -285,7 +293,6 @@ CT_INLINE void FN(row_g_means)(const real *restrict dy, const real *restrict x, 
             g = g * wl;
         }
         CT_LOAD_LANES(h, x, r, i);
-        if (hbuf != NULL) memcpy(hbuf + i, &h, sizeof h);
         lane_g += g;
         lane_gx += g * ((h - mu) * rs);
     }
@@ -293,7 +300,6 @@ CT_INLINE void FN(row_g_means)(const real *restrict dy, const real *restrict x, 
     for (ct_int i = full; i < D; i++) {
         acc_t gi = weight != NULL ? (acc_t)dy[i] * weight[i] : (acc_t)dy[i];
         acc_t hi = FN(row_at)(x, r, i);
-        if (hbuf != NULL) hbuf[i] = hi;
         sum_g += gi;
         sum_gx += gi * ((hi - mu) * rs);
     }
@@ -303,55 +309,52 @@ CT_INLINE void FN(row_g_means)(const real *restrict dy, const real *restrict x, 
 
 /* d loss / d h_i of a row: rs * (g_i - mean(g) - hhat_i * mean(g * hhat)),
  * g_i = dy_i * weight_i (weight NULL: dy_i); see add_layernorm_backward. */
-CT_INLINE real FN(dx_term)(real dy, acc_t weight_i, acc_t hhat, acc_t rs, acc_t g_mean, acc_t g_xhat_mean)
+CT_INLINE real FN(dx_term)(real dy, real weight_i, real hhat, real rs, real g_mean, real g_xhat_mean)
 {
-    return (real)(rs * ((acc_t)dy * weight_i - g_mean - hhat * g_xhat_mean));
+    return rs * (dy * weight_i - g_mean - hhat * g_xhat_mean);
 }
 
 /* One row of the backward (see add_layernorm_backward); h = x + r (r NULL:
- * h = x).  wd (D) or NULL: weight in acc_t; hbuf (D) or NULL: room for h in
- * acc_t (row_g_means fills it, the loops below read it).  The same values
- * either way: the copies only save conversions. */
+ * h = x).  The two row sums (row_g_means) are in acc_t; the elementwise
+ * loops after them in `real`, from the forward's saved `real` mean and rstd
+ * (each term rounds a few times where acc_t rounded once, and the loops run
+ * one `real` lane per element, not two conversions each way).  In float64
+ * the same operations in the same order as acc_t loops.  wd (D) or NULL:
+ * weight in acc_t for row_g_means (the same values: the copy only saves
+ * conversions). */
 CT_INLINE void FN(layernorm_backward_row)(real *restrict dx, real *restrict dweight,
                                           real *restrict dbias, const real *restrict dy,
                                           const real *restrict x, const real *restrict r,
-                                          const real *restrict weight, acc_t mu, acc_t rs, ct_int D,
-                                          const acc_t *restrict wd, acc_t *restrict hbuf)
+                                          const real *restrict weight, real mu, real rs, ct_int D,
+                                          const acc_t *restrict wd)
 {
     if (dx == NULL || D == 0) {
         if (dbias != NULL) VADD_INTO(dbias, dy, D);
         if (dweight != NULL) FN(row_add_dy_xhat)(dweight, dy, x, r, mu, rs, D);
         return;
     }
-    acc_t g_mean, g_xhat_mean;
-    FN(row_g_means)(dy, x, r, weight, mu, rs, D, &g_mean, &g_xhat_mean, wd, hbuf);
-#define LN_H(i) (hbuf != NULL ? hbuf[i] : FN(row_at)(x, r, i))
-#define LN_W(i) (wd != NULL ? wd[i] : (acc_t)weight[i])
+    acc_t g_mean_acc, g_xhat_mean_acc;
+    FN(row_g_means)(dy, x, r, weight, mu, rs, D, &g_mean_acc, &g_xhat_mean_acc, wd);
+    real g_mean = (real)g_mean_acc, g_xhat_mean = (real)g_xhat_mean_acc;
+#define LN_HHAT(i) ((CT_LN_H(x, r, i) - mu) * rs)
     if (weight != NULL && dweight != NULL && dbias != NULL) {
         /* nn.LayerNorm's usual case: dbias, dweight and dinp in one loop (the
          * same terms as VADD_INTO, row_add_dy_xhat and the loop below) */
         for (ct_int i = 0; i < D; i++) {
-            acc_t hhat = (LN_H(i) - mu) * rs;
+            real hhat = LN_HHAT(i);
             dbias[i] += dy[i];
-            dweight[i] += (real)(dy[i] * hhat);
-            dx[i] += FN(dx_term)(dy[i], LN_W(i), hhat, rs, g_mean, g_xhat_mean);
+            dweight[i] += dy[i] * hhat;
+            dx[i] += FN(dx_term)(dy[i], weight[i], hhat, rs, g_mean, g_xhat_mean);
         }
     } else {
         if (dbias != NULL) VADD_INTO(dbias, dy, D);
         if (dweight != NULL) FN(row_add_dy_xhat)(dweight, dy, x, r, mu, rs, D);
         if (weight != NULL)
-            for (ct_int i = 0; i < D; i++) {
-                acc_t hhat = (LN_H(i) - mu) * rs;
-                dx[i] += FN(dx_term)(dy[i], LN_W(i), hhat, rs, g_mean, g_xhat_mean);
-            }
+            for (ct_int i = 0; i < D; i++) dx[i] += FN(dx_term)(dy[i], weight[i], LN_HHAT(i), rs, g_mean, g_xhat_mean);
         else
-            for (ct_int i = 0; i < D; i++) {
-                acc_t hhat = (LN_H(i) - mu) * rs;
-                dx[i] += FN(dx_term)(dy[i], 1, hhat, rs, g_mean, g_xhat_mean);
-            }
+            for (ct_int i = 0; i < D; i++) dx[i] += FN(dx_term)(dy[i], 1, LN_HHAT(i), rs, g_mean, g_xhat_mean);
     }
-#undef LN_H
-#undef LN_W
+#undef LN_HHAT
 }
 
 typedef struct {
@@ -362,44 +365,38 @@ typedef struct {
 
 /* Row n of the backward, layernorm_backward_row inlined once with a literal
  * NULL residual, and for rows of up to CT_LN_BUF_D once more with the acc_t
- * copies (as the forward's forward_rows_at). */
-CT_INLINE void FN(backward_row_at)(const FN(layernorm_backward_args) *a, ct_int n, const acc_t *wd,
-                                   acc_t *hbuf)
+ * copy of the weight (as the forward's forward_rows_at). */
+CT_INLINE void FN(backward_row_at)(const FN(layernorm_backward_args) *a, ct_int n, const acc_t *wd)
 {
     ct_int D = a->D;
     real *dx = a->dinp ? a->dinp + n * D : NULL;
     const real *x = a->inp + n * D, *dy = a->dout + n * D;
     const real *r = a->residual != NULL ? a->residual + n * D : NULL;
-    if (hbuf != NULL && r != NULL)
-        FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, r, a->weight, a->mean[n], a->rstd[n], D,
-                                   wd, hbuf);
-    else if (hbuf != NULL)
-        FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, NULL, a->weight, a->mean[n], a->rstd[n], D,
-                                   wd, hbuf);
+    if (wd != NULL && r != NULL)
+        FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, r, a->weight, a->mean[n], a->rstd[n], D, wd);
+    else if (wd != NULL)
+        FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, NULL, a->weight, a->mean[n], a->rstd[n], D, wd);
     else if (r != NULL)
-        FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, r, a->weight, a->mean[n], a->rstd[n], D,
-                                   NULL, NULL);
+        FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, r, a->weight, a->mean[n], a->rstd[n], D, NULL);
     else
         FN(layernorm_backward_row)(dx, a->dweight, a->dbias, dy, x, NULL, a->weight, a->mean[n], a->rstd[n], D,
-                                   NULL, NULL);
+                                   NULL);
 }
 
 /* Rows [n0, n1) of the whole backward (dbias, dweight and dinp), one row at
  * a time: the one-thread path, one sweep over the rows.  Rows of up to
- * CT_LN_BUF_D keep h and weight in acc_t on the stack (1024 x 128 and
- * 1024 x 512 in float32: 0.77-0.81 of the time). */
+ * CT_LN_BUF_D keep the weight in acc_t on the stack for row_g_means. */
 static CT_VECTOR_CLONES void FN(layernorm_backward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
 {
     const FN(layernorm_backward_args) *a = ctx;
     ct_int D = a->D;
-    if (D <= CT_LN_BUF_D) {
-        acc_t hbuf[CT_LN_BUF_D], wd[CT_LN_BUF_D];
-        if (a->weight != NULL)
-            for (ct_int i = 0; i < D; i++) wd[i] = a->weight[i];
-        for (ct_int n = n0; n < n1; n++) FN(backward_row_at)(a, n, a->weight != NULL ? wd : NULL, hbuf);
+    if (D <= CT_LN_BUF_D && a->weight != NULL) {
+        acc_t wd[CT_LN_BUF_D];
+        for (ct_int i = 0; i < D; i++) wd[i] = a->weight[i];
+        for (ct_int n = n0; n < n1; n++) FN(backward_row_at)(a, n, wd);
         return;
     }
-    for (ct_int n = n0; n < n1; n++) FN(backward_row_at)(a, n, NULL, NULL);
+    for (ct_int n = n0; n < n1; n++) FN(backward_row_at)(a, n, NULL);
 }
 
 /* dweight and dbias are summed in fixed blocks of CT_LN_ROW_BLOCK rows: each

@@ -131,3 +131,39 @@ def test_rows_in_groups_have_each_rows_own_bits(rng, dtype, d, affine):
     b64 = None if b is None else b.astype(np.float64)
     ref_out = ref_layernorm((x + res).astype(np.float64), w64, b64)[0]
     np.testing.assert_allclose(whole[0], ref_out, **(F32 if dtype == np.float32 else F64))
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_float32_elementwise_rounding_is_bounded(rng, offset):
+    """float32 rows: the row sums (mean, variance, the backward's two means) are
+    in double, the elementwise parts in float32 (csrc/layernorm.c: h - mean as
+    (h - hi) - lo, then the products and sums, each rounding once).  Against
+    float64 maths on the same inputs each output is within 4 ulp of the size
+    of its terms: |hhat w| + |b| in the forward, rstd (|dy w| + |mean(g)| +
+    |hhat mean(g hhat)|) in the backward.  At offset 1e4 (rows far from 0)
+    a float32 mean alone would be off by up to half an ulp of 1e4, ~300x
+    this bound for rows of unit spread."""
+    x = (offset + rng.standard_normal((64, 128))).astype(np.float32)
+    res = rng.standard_normal((64, 128)).astype(np.float32)
+    w, b = rng.standard_normal(128).astype(np.float32), rng.standard_normal(128).astype(np.float32)
+    dy = rng.standard_normal((64, 128)).astype(np.float32)
+    ulp = 2.0 ** -24
+    out, mean, rstd = K.add_layernorm_forward(x, res, w, b)
+    h = (x + res).astype(np.float64)  # the float32 sum, as the kernel adds
+    want, want_mean, want_rstd = ref_layernorm(h, w.astype(np.float64), b.astype(np.float64))
+    hhat = (h - want_mean[:, None]) * want_rstd[:, None]
+    bound = 4 * ulp * (np.abs(hhat * w) + np.abs(b))
+    err = np.abs(out - want)
+    assert (err <= bound).all(), float((err / bound).max())
+    # the backward, from the forward's saved float32 mean and rstd (as it runs in training)
+    dx, dw, db = K.add_layernorm_backward(dy, x, res, w, mean, rstd)
+    mu, rs = mean.astype(np.float64)[:, None], rstd.astype(np.float64)[:, None]
+    hhat = (h - mu) * rs
+    g = dy.astype(np.float64) * w
+    g_mean, gx_mean = g.mean(axis=1, keepdims=True), (g * hhat).mean(axis=1, keepdims=True)
+    want_dx = rs * (g - g_mean - hhat * gx_mean)
+    bound = 4 * ulp * rs * (np.abs(g) + np.abs(g_mean) + np.abs(hhat * gx_mean))
+    err = np.abs(dx - want_dx)
+    assert (err <= bound).all(), float((err / bound).max())
+    np.testing.assert_allclose(db, dy.astype(np.float64).sum(axis=0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dw, (dy * hhat).sum(axis=0), rtol=1e-5, atol=1e-5)
