@@ -203,6 +203,39 @@ def test_manual_seed_reproducibility(fn):
     assert not np.array_equal(a.numpy(), c.numpy())
 
 
+def test_dropout_seeds_follow_manual_seed_and_rng_state():
+    """Dropout's kernel seeds (Generator.next_seed: SplitMix64 of the manual
+    seed and a draw count, not the PCG64 stream): the same masks after the
+    same manual_seed, other masks after another, unmoved by randn in between
+    (a separate stream), and restored by set_rng_state, whose state holds
+    the count (a state without it, as saved before the count existed, means 0)."""
+    x = ct.ones(4096)
+
+    def masks(n=3):
+        return [ct.nn.functional.dropout(x, 0.5).numpy() != 0 for _ in range(n)]
+
+    ct.manual_seed(5)
+    first = masks()
+    assert not np.array_equal(first[0], first[1])  # each call a new seed
+    ct.manual_seed(5)
+    ct.randn(100)  # the PCG64 stream moves; the kernel seeds do not
+    np.testing.assert_array_equal(np.array(masks()), np.array(first))
+    ct.manual_seed(6)
+    assert not np.array_equal(masks(1)[0], first[0])
+    ct.manual_seed(5)
+    masks(1)
+    state = ct.get_rng_state()
+    assert state["kernel_draws"] == 1
+    after = masks(2)
+    ct.set_rng_state(state)
+    np.testing.assert_array_equal(np.array(masks(2)), np.array(after))
+    old = {k: v for k, v in state.items() if k != "kernel_draws"}
+    ct.set_rng_state(old)
+    np.testing.assert_array_equal(masks(1)[0], first[0])
+    seeds = {ct.random.default_generator.next_seed() for _ in range(1000)}
+    assert len(seeds) == 1000 and all(0 <= s < 2**63 for s in seeds)
+
+
 def test_random_distributions_and_dtypes():
     ct.manual_seed(0)
     x = ct.randn(20000)
