@@ -1,8 +1,9 @@
 """Random numbers: one seeded generator, as torch.manual_seed expects.
 
 The default generator is NumPy's PCG64 seeded by ``manual_seed``.  Kernels
-that need randomness (dropout) take a 64-bit seed drawn from it and then use
-their own counter-based generator, so results do not depend on threads."""
+that need randomness (dropout) take a 63-bit seed from ``next_seed`` (the
+manual seed and a draw count, hashed) and then use their own counter-based
+generator, so results do not depend on threads."""
 from __future__ import annotations
 
 
