@@ -28,4 +28,11 @@ int FN(ff_backward)(real *dx, real *dw1, real *db1, real *dw2, real *db2, const 
 int FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
                                 const real *inp, const real *residual, const real *weight,
                                 const real *mean, const real *rstd, ct_int M, ct_int N);
+int FN(dropout_add_layernorm_forward)(real *out, real *mean, real *rstd, uint8_t *keep, const real *inp,
+                                      const real *residual, const real *weight, const real *bias, double eps,
+                                      double p, uint64_t seed, ct_int M, ct_int N);
+int FN(dropout_add_layernorm_backward)(real *dinp, real *dres, real *dweight, real *dbias, const real *dout,
+                                       const real *inp, const uint8_t *keep, double p, const real *residual,
+                                       const real *weight, const real *mean, const real *rstd, ct_int M,
+                                       ct_int N, int accumulate);
 #endif

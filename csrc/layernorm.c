@@ -16,6 +16,7 @@
  * the same row functions below, so add_layernorm(x, r) is bit-identical to
  * layernorm(x + r). */
 #ifndef CT_TEMPLATE_PASS
+#include "dropout.h"
 #include "fused.h"
 #include "layernorm.h"
 #define CT_TEMPLATE_FILE "layernorm.c"
@@ -262,6 +263,66 @@ void FN(layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, c
     FN(add_layernorm_forward)(out, mean, rstd, inp, NULL, weight, bias, eps, N, D);
 }
 
+/* ---- dropout, residual and layer norm in one op ------------------------- */
+
+typedef struct {
+    FN(layernorm_rows_args) ln;
+    uint8_t *keep;
+    double p;
+    uint64_t seed;
+} FN(dropout_ln_args);
+
+/* Rows [n0, n1) of dropout_add_layernorm_forward (D <= CT_LN_BUF_D): groups of
+ * up to CT_LN_ROWS rows through dropout_range into a stack block (the
+ * dropout kernel's own loop, mask and products), then layernorm_rows of
+ * that block plus the residual, as add_layernorm_forward's rows. */
+static CT_VECTOR_CLONES void FN(dropout_add_layernorm_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
+{
+    const FN(dropout_ln_args) *a = ctx;
+    const FN(layernorm_rows_args) *l = &a->ln;
+    ct_int D = l->D;
+    real dropped[CT_LN_ROWS * CT_LN_BUF_D];
+    acc_t hbuf[CT_LN_ROWS * CT_LN_BUF_D];
+    for (ct_int n = n0; n < n1;) {
+        int rows = n + CT_LN_ROWS <= n1 ? CT_LN_ROWS : 1;
+        FN(dropout_range)(dropped, a->keep + n * D, l->inp + n * D, rows * D, a->p, a->seed, (uint64_t)(n * D));
+        if (rows == CT_LN_ROWS)
+            FN(layernorm_rows)(l->out + n * D, l->mean + n, l->rstd + n, dropped, l->residual + n * D, l->weight,
+                               l->bias, l->eps, D, CT_LN_ROWS, hbuf);
+        else
+            FN(layernorm_rows)(l->out + n * D, l->mean + n, l->rstd + n, dropped, l->residual + n * D, l->weight,
+                               l->bias, l->eps, D, 1, hbuf);
+        n += rows;
+    }
+}
+
+/* dropout_add_layernorm_forward
+ *   inp, residual (N, D); weight, bias (D) or NULL; 0 <= p <= 1, seed
+ *   keep (N, D) <- dropout_forward's mask of inp (element n D + i kept iff
+ *   ct_random_kept(seed, n D + i));  h = inp * keep / (1 - p) + residual;
+ *   out, mean, rstd as add_layernorm_forward of h.  The same bits as
+ *   dropout_forward then add_layernorm_forward(dropped, residual), without
+ *   the dropped array: the post-norm residual connection of a Transformer
+ *   layer in training, norm(x + dropout(sublayer(x))).
+ * Rows wider than CT_LN_BUF_D take the two kernels (a scratch (N, D)).
+ * Returns 0, or -1 when that scratch cannot be allocated. */
+int FN(dropout_add_layernorm_forward)(real *out, real *mean, real *rstd, uint8_t *keep, const real *inp,
+                                      const real *residual, const real *weight, const real *bias, double eps,
+                                      double p, uint64_t seed, ct_int N, ct_int D)
+{
+    if (D > CT_LN_BUF_D) {
+        real *dropped = malloc((size_t)CT_MAX(N * D, 1) * sizeof(real));
+        if (dropped == NULL) return -1;
+        FN(dropout_forward)(dropped, keep, inp, N * D, p, seed, 0);
+        FN(add_layernorm_forward)(out, mean, rstd, dropped, residual, weight, bias, eps, N, D);
+        free(dropped);
+        return 0;
+    }
+    FN(dropout_ln_args) a = {{out, mean, rstd, inp, residual, weight, bias, eps, D}, keep, p, seed};
+    ct_parallel_rows(N, 20.0 * N * D, FN(dropout_add_layernorm_rows), &a);
+    return 0;
+}
+
 /* h_i in `real`: x + r (r NULL: x), rounded as row_at's */
 #define CT_LN_H(x, r, i) ((r) != NULL ? (x)[i] + (r)[i] : (x)[i])
 
@@ -361,6 +422,12 @@ typedef struct {
     real *dinp, *dweight, *dbias;
     const real *dout, *inp, *residual, *weight, *mean, *rstd;
     ct_int N, D;
+    /* dropout_add_layernorm_backward only (keep NULL otherwise): h = inp * keep * scale +
+     * residual; dinp gets d h * keep * scale, dres d h; accumulate 0 writes both */
+    const uint8_t *keep;
+    real scale;
+    real *dres;
+    int accumulate;
 } FN(layernorm_backward_args);
 
 /* Row n of the backward, layernorm_backward_row inlined once with a literal
@@ -383,6 +450,38 @@ CT_INLINE void FN(backward_row_at)(const FN(layernorm_backward_args) *a, ct_int 
                                    NULL);
 }
 
+/* Rows [n0, n1) of dropout_add_layernorm_backward (D <= CT_LN_BUF_D): each
+ * row's h = inp * keep * scale + residual rebuilt on the stack (the same
+ * `real` sum the forward normalised), the row's gradient d h computed there
+ * from zero by layernorm_backward_row (so the same bits as add_layernorm_
+ * backward of the dropped input), then dres (+)= d h and dinp (+)= d h *
+ * keep * scale (dropout_backward's product). */
+CT_INLINE void FN(dropout_backward_rows)(const FN(layernorm_backward_args) *a, ct_int n0, ct_int n1)
+{
+    ct_int D = a->D;
+    real hrow[CT_LN_BUF_D], grow[CT_LN_BUF_D];
+    acc_t wd[CT_LN_BUF_D];
+    if (a->weight != NULL)
+        for (ct_int i = 0; i < D; i++) wd[i] = a->weight[i];
+    const real scale = a->scale;
+    for (ct_int n = n0; n < n1; n++) {
+        const real *restrict x = a->inp + n * D, *restrict r = a->residual + n * D;
+        const uint8_t *restrict k = a->keep + n * D;
+        real *restrict dres = a->dres + n * D, *restrict dinp = a->dinp + n * D;
+        for (ct_int i = 0; i < D; i++) hrow[i] = x[i] * (k[i] ? scale : (real)0) + r[i];
+        memset(grow, 0, (size_t)D * sizeof(real));
+        FN(layernorm_backward_row)(grow, a->dweight, a->dbias, a->dout + n * D, hrow, NULL, a->weight, a->mean[n],
+                                   a->rstd[n], D, a->weight != NULL ? wd : NULL);
+        if (a->accumulate) {
+            for (ct_int i = 0; i < D; i++) dres[i] += grow[i];
+            for (ct_int i = 0; i < D; i++) dinp[i] += grow[i] * (k[i] ? scale : (real)0);
+        } else {
+            memcpy(dres, grow, (size_t)D * sizeof(real));
+            for (ct_int i = 0; i < D; i++) dinp[i] = grow[i] * (k[i] ? scale : (real)0);
+        }
+    }
+}
+
 /* Rows [n0, n1) of the whole backward (dbias, dweight and dinp), one row at
  * a time: the one-thread path, one sweep over the rows.  Rows of up to
  * CT_LN_BUF_D keep the weight in acc_t on the stack for row_g_means. */
@@ -390,6 +489,10 @@ static CT_VECTOR_CLONES void FN(layernorm_backward_rows)(void *ctx, ptrdiff_t n0
 {
     const FN(layernorm_backward_args) *a = ctx;
     ct_int D = a->D;
+    if (a->keep != NULL) {
+        FN(dropout_backward_rows)(a, n0, n1);
+        return;
+    }
     if (D <= CT_LN_BUF_D && a->weight != NULL) {
         acc_t wd[CT_LN_BUF_D];
         for (ct_int i = 0; i < D; i++) wd[i] = a->weight[i];
@@ -428,6 +531,27 @@ static void FN(layernorm_backward_blocks)(void *ctx, ptrdiff_t b0, ptrdiff_t b1)
     }
 }
 
+/* The rows of job j on the pool: without dweight and dbias in one sweep;
+ * else in blocks of CT_LN_ROW_BLOCK rows whose partial sums are then added
+ * to dweight / dbias in block order (see above).  0, or -1 (no memory). */
+static int FN(run_backward_job)(FN(layernorm_backward_job) *j, real *dweight, real *dbias, ct_int N, ct_int D)
+{
+    if (dweight == NULL && dbias == NULL) { /* rows only: nothing to sum across them */
+        ct_parallel_rows(N, 10.0 * N * D, FN(layernorm_backward_rows), &j->a);
+        return 0;
+    }
+    ct_int blocks = (N + CT_LN_ROW_BLOCK - 1) / CT_LN_ROW_BLOCK;
+    j->partial = malloc((size_t)CT_MAX(blocks * 2 * D, 1) * sizeof(real));
+    if (j->partial == NULL) return -1;
+    ct_parallel_rows(blocks, 16.0 * N * D, FN(layernorm_backward_blocks), j);
+    for (ct_int b = 0; b < blocks; b++) {
+        if (dweight != NULL) VADD_INTO(dweight, j->partial + b * 2 * D, D);
+        if (dbias != NULL) VADD_INTO(dbias, j->partial + b * 2 * D + D, D);
+    }
+    free(j->partial);
+    return 0;
+}
+
 /* add_layernorm_backward (accumulates; also layernorm_backward, with residual NULL)
  *   dout (N, D), inp, residual (N, D) (residual may be NULL), weight (D) or NULL,
  *   mean (N), rstd (N) from forward;  g = dout * weight,  hhat = (h - mean) * rstd
@@ -447,21 +571,50 @@ int FN(add_layernorm_backward)(real *dinp, real *dweight, real *dbias, const rea
                                const real *inp, const real *residual, const real *weight,
                                const real *mean, const real *rstd, ct_int N, ct_int D)
 {
-    FN(layernorm_backward_job) j = {{dinp, dweight, dbias, dout, inp, residual, weight, mean, rstd, N, D}, NULL};
-    if (dweight == NULL && dbias == NULL) { /* rows only: nothing to sum across them */
-        ct_parallel_rows(N, 10.0 * N * D, FN(layernorm_backward_rows), &j.a);
-        return 0;
+    FN(layernorm_backward_job) j = {{dinp, dweight, dbias, dout, inp, residual, weight, mean, rstd, N, D,
+                                     NULL, 0, NULL, 1}, NULL};
+    return FN(run_backward_job)(&j, dweight, dbias, N, D);
+}
+
+/* dropout_add_layernorm_backward
+ *   dout (N, D); inp, residual (N, D), keep (N, D) and p from the forward; weight (D) or
+ *   NULL; mean (N), rstd (N) from the forward
+ *   d h = add_layernorm_backward's dinp for h = inp * keep / (1 - p) + residual
+ *   dres (N, D) (+)= d h;  dinp (N, D) (+)= d h * keep / (1 - p)
+ *   dweight (D) (+)= sum over rows of dout * hhat;  dbias (D) (+)= sum of dout (NULL: skipped)
+ *   accumulate 1 adds into every given output; 0 writes them (fresh buffers).
+ *   The same bits as add_layernorm_backward then dropout_backward.  Rows wider than
+ *   CT_LN_BUF_D take those two kernels over a rebuilt dropped input (scratch (N, D)).
+ * Returns 0, or -1 when scratch cannot be allocated. */
+int FN(dropout_add_layernorm_backward)(real *dinp, real *dres, real *dweight, real *dbias, const real *dout,
+                                       const real *inp, const uint8_t *keep, double p, const real *residual,
+                                       const real *weight, const real *mean, const real *rstd, ct_int N,
+                                       ct_int D, int accumulate)
+{
+    real scale = p < 1 ? (real)(1.0 / (1.0 - p)) : (real)0; /* dropout.c's factor */
+    if (!accumulate) {
+        if (dweight != NULL) memset(dweight, 0, (size_t)D * sizeof(real));
+        if (dbias != NULL) memset(dbias, 0, (size_t)D * sizeof(real));
     }
-    ct_int blocks = (N + CT_LN_ROW_BLOCK - 1) / CT_LN_ROW_BLOCK;
-    j.partial = malloc((size_t)CT_MAX(blocks * 2 * D, 1) * sizeof(real));
-    if (j.partial == NULL) return -1;
-    ct_parallel_rows(blocks, 16.0 * N * D, FN(layernorm_backward_blocks), &j);
-    for (ct_int b = 0; b < blocks; b++) {
-        if (dweight != NULL) VADD_INTO(dweight, j.partial + b * 2 * D, D);
-        if (dbias != NULL) VADD_INTO(dbias, j.partial + b * 2 * D + D, D);
+    if (D > CT_LN_BUF_D) { /* the dropped input and d h in scratch arrays */
+        size_t n = (size_t)CT_MAX(N * D, 1);
+        real *dropped = malloc(n * sizeof(real)), *dh = calloc(n, sizeof(real));
+        int status = -1;
+        if (dropped != NULL && dh != NULL) {
+            for (ct_int i = 0; i < N * D; i++) dropped[i] = inp[i] * (keep[i] ? scale : (real)0);
+            status = FN(add_layernorm_backward)(dh, dweight, dbias, dout, dropped, residual, weight, mean, rstd, N, D);
+        }
+        if (status == 0) {
+            if (accumulate) VADD_INTO(dres, dh, N * D);
+            else memcpy(dres, dh, (size_t)(N * D) * sizeof(real));
+            FN(dropout_backward)(dinp, dh, keep, N * D, p, accumulate);
+        }
+        free(dropped), free(dh);
+        return status;
     }
-    free(j.partial);
-    return 0;
+    FN(layernorm_backward_job) j = {{dinp, dweight, dbias, dout, inp, residual, weight, mean, rstd, N, D,
+                                     keep, scale, dres, accumulate}, NULL};
+    return FN(run_backward_job)(&j, dweight, dbias, N, D);
 }
 
 /* layernorm_backward (accumulates)

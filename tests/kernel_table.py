@@ -227,6 +227,34 @@ ADD_LAYERNORM = KernelInfo(
     f64=F64_TIGHT)
 
 
+def _dropout_add_layernorm_reference(inp, residual, p, seed, weight=None, bias=None):
+    """LayerNorm(inp * keep / (1 - p) + residual) in float64, keep the kernel's
+    own dropout mask of (seed, offset 0) (see _dropout_reference)."""
+    keep = K.dropout_forward(np.ones(inp.shape), p, seed)[1]
+    out, mean, rstd = ref_layernorm(np.where(keep, inp / (1 - p), 0.0) + residual, weight, bias)
+    return out, mean, rstd, keep
+
+
+def _dropout_add_layernorm_backward(dout, saved, acc, inp, residual, p, seed, weight=None, bias=None):
+    _, mean, rstd, keep = saved
+    di, dr, dw, db = K.dropout_add_layernorm_backward(dout, inp, keep, p, residual, weight, mean, rstd,
+                                                      with_bias=bias is not None, **acc)
+    return dict(inp=di, residual=dr, weight=dw, bias=db)
+
+
+# torch has no such op: its parity is add_layernorm's and dropout's, whose bits these are
+# (tests/test_kernels_fused.py)
+DROPOUT_ADD_LAYERNORM = KernelInfo(
+    "dropout_add_layernorm", K.dropout_add_layernorm_forward, _dropout_add_layernorm_backward,
+    _dropout_add_layernorm_reference,
+    lambda rng, dtype: _affine_cases(rng, dtype, [(2, 3, 8), (5,)], lambda shape: dict(
+        inp=normal(rng, shape, dtype), residual=normal(rng, shape, dtype, shift=3), p=0.3, seed=5)),
+    lambda rng, dtype: [dict(inp=np.zeros((0, 4), dtype), residual=np.zeros((0, 4), dtype), p=0.3, seed=5,
+                             weight=np.ones(4, dtype), bias=np.zeros(4, dtype))],
+    ("inp", "residual", "weight", "bias"),
+    dict(inp="dinp", residual="dresidual", weight="dweight", bias="dbias"), f64=F64_TIGHT)
+
+
 # ---- bias + activation ---------------------------------------------------------
 
 FUSED_ACTS = [("relu", "none"), ("gelu", "none"), ("gelu", "tanh")]
@@ -586,5 +614,5 @@ MHA_PACKED = KernelInfo(
 KERNELS: List[KernelInfo] = (
     [_activation(kind) for kind in K.ACTIVATION_KINDS]
     + [_softmax(False), _softmax(True), LINEAR, MATMUL, BMM, LAYERNORM, ADD_LAYERNORM, BIAS_ACT, EMBEDDING,
-       DROPOUT, CROSS_ENTROPY, SDPA, MHA, MHA_PACKED]
+       DROPOUT, DROPOUT_ADD_LAYERNORM, CROSS_ENTROPY, SDPA, MHA, MHA_PACKED]
     + [rnn_entry(mode) for mode in GATES] + [rnn_cell_entry(mode) for mode in GATES])

@@ -1,7 +1,8 @@
 """fused kernels: the feed-forward backward (ff_backward: float64 gradients,
-zero rows, NaN, torch parity, options, bad input) and the bespoke edge cases
+zero rows, NaN, torch parity, options, bad input), the bespoke edge cases
 of bias + activation and residual add + LayerNorm (NaN, constant rows, bad
-input).  Their forward against NumPy, float64 gradients, accumulation, views,
+input), and dropout + residual add + LayerNorm (the bits of the kernels it
+fuses, accumulation, bad input).  Their forward against NumPy, float64 gradients, accumulation, views,
 empty input and torch parity: tests/test_kernel_table.py."""
 import numpy as np
 import pytest
@@ -433,3 +434,72 @@ def test_ff_backward_options_empty_and_bad_input(rng):
         K.ff_backward(dout, s["x"], h, np.ones(h.shape), 0.5, s["w1"], None, s["w2"])
     with pytest.raises(TypeError, match="ff_backward: w2 must have dtype float64, got float32"):
         K.ff_backward(dout, s["x"], h, None, 0.0, s["w1"], None, s["w2"].astype(np.float32))
+
+
+# ---- dropout + residual add + LayerNorm ---------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [7, 128, 1025])  # on and off the lanes; 1025: past the stack rows (two-kernel path)
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("p", [0.0, 0.3, 1.0])
+def test_dropout_add_layernorm_is_dropout_then_add_layernorm(rng, dtype, d, affine, p):
+    """Forward: the mask of dropout_forward(inp, p, seed) and the bits of
+    add_layernorm_forward of its output and the residual; backward: the bits
+    of add_layernorm_backward then dropout_backward, written (fresh) and
+    accumulated into given arrays (each its own sum)."""
+    x = rng.standard_normal((3, 5, d)).astype(dtype)
+    r = rng.standard_normal(x.shape).astype(dtype)
+    w = rng.standard_normal(d).astype(dtype) if affine else None
+    b = rng.standard_normal(d).astype(dtype) if affine else None
+    out, mean, rstd, keep = K.dropout_add_layernorm_forward(x, r, p, 2**63 + 9, w, b)
+    dropped, mask = K.dropout_forward(x, p, 2**63 + 9)
+    want = K.add_layernorm_forward(dropped, r, w, b)
+    np.testing.assert_array_equal(keep, mask)
+    for got, ref in zip((out, mean, rstd), want):
+        np.testing.assert_array_equal(got, ref)
+    g = rng.standard_normal(x.shape).astype(dtype)
+    dinp, dres, dw, db = K.dropout_add_layernorm_backward(g, x, keep, p, r, w, mean, rstd, with_bias=affine)
+    dh, dw_ref, db_ref = K.add_layernorm_backward(g, dropped, r, w, want[1], want[2], with_bias=affine)
+    np.testing.assert_array_equal(dres, dh)
+    np.testing.assert_array_equal(dinp, K.dropout_backward(dh, mask, p))
+    assert (dw is None) == (not affine) and (db is None) == (not affine)
+    if affine:
+        np.testing.assert_array_equal(dw, dw_ref)
+        np.testing.assert_array_equal(db, db_ref)
+    given = [np.full_like(x, 0.5), np.full_like(x, -2.0)] + ([np.full(d, 3.0, dtype)] * 2 if affine else [None] * 2)
+    acc = K.dropout_add_layernorm_backward(g, x, keep, p, r, w, mean, rstd, affine,
+                                           *[None if a is None else a.copy() for a in given])
+    for got, start, fresh in zip(acc, given, (dinp, dres, dw, db)):
+        if start is not None:
+            np.testing.assert_array_equal(got, start + fresh)
+    # one given gradient: the others start from zeros
+    only = K.dropout_add_layernorm_backward(g, x, keep, p, r, w, mean, rstd, affine, dresidual=given[1].copy())
+    np.testing.assert_array_equal(only[0], dinp)
+    np.testing.assert_array_equal(only[1], given[1] + dres)
+
+
+def test_dropout_add_layernorm_bad_input(rng):
+    x, r = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    out, mean, rstd, keep = K.dropout_add_layernorm_forward(x, r, 0.2, 1)
+    fn = "dropout_add_layernorm_forward"
+    with pytest.raises(ValueError, match=rf"{fn}: p must be in \[0, 1\], got 1.5"):
+        K.dropout_add_layernorm_forward(x, r, 1.5, 0)
+    with pytest.raises(ValueError, match=rf"{fn}: seed must be 0 <= seed < 2\*\*64, got -1"):
+        K.dropout_add_layernorm_forward(x, r, 0.1, -1)
+    with pytest.raises(ValueError, match=rf"{fn}: residual.shape\[1\] must be 4 \(inp.shape\), got 5"):
+        K.dropout_add_layernorm_forward(x, np.zeros((3, 5)), 0.1, 0)
+    with pytest.raises(TypeError, match=rf"{fn}: weight must have dtype float64, got float32"):
+        K.dropout_add_layernorm_forward(x, r, 0.1, 0, np.ones(4, np.float32))
+    with pytest.raises(ValueError, match=rf"{fn}: eps must be >= 0 and finite, got -1.0"):
+        K.dropout_add_layernorm_forward(x, r, 0.1, 0, eps=-1.0)
+    fn = "dropout_add_layernorm_backward"
+    with pytest.raises(ValueError, match=rf"{fn}: p must be in \[0, 1\], got -0.5"):
+        K.dropout_add_layernorm_backward(x, x, keep, -0.5, r, None, mean, rstd)
+    with pytest.raises(TypeError, match=rf"{fn}: keep must have dtype bool, got float64"):
+        K.dropout_add_layernorm_backward(x, x, keep.astype(np.float64), 0.2, r, None, mean, rstd)
+    with pytest.raises(ValueError, match=rf"{fn}: keep.shape\[0\] must be 3 \(inp's shape\), got 2"):
+        K.dropout_add_layernorm_backward(x, x, keep[:2], 0.2, r, None, mean, rstd)
+    with pytest.raises(ValueError, match=rf"{fn}: mean and rstd must have 3 elements \(inp.shape\[:-1\]\), got 2 and 3"):
+        K.dropout_add_layernorm_backward(x, x, keep, 0.2, r, None, mean[:2], rstd)
+    with pytest.raises(ValueError, match=rf"{fn}: dresidual must have shape \(3, 4\), got \(4, 3\)"):
+        K.dropout_add_layernorm_backward(x, x, keep, 0.2, r, None, mean, rstd, dresidual=np.zeros((4, 3)))

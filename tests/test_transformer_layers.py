@@ -267,6 +267,67 @@ def test_post_norm_uses_the_fused_residual_layernorm():
     assert {"FeedForwardBackward0", "MultiheadAttentionBackward0", "AddLayerNormBackward0"} <= names
 
 
+def _graph_names(out) -> set:
+    names, stack = set(), [out.grad_fn]
+    while stack:
+        fn = stack.pop()
+        names.add(fn.name())
+        stack.extend(f for f, _ in fn.next_functions if f is not None and hasattr(f, "next_functions"))
+    return names
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_training_dropout_is_fused_into_the_residual_layernorm_with_the_same_bits(kind):
+    """In training the sublayers' dropouts run inside the residual's fused
+    op (DropoutAddLayerNorm, no Dropout node), with the masks the Dropout
+    modules would draw: output and every gradient equal, bit for bit, the
+    module path, which a forward hook on a dropout or a norm selects (the
+    hooks then run, as in torch).  A subclass overriding a _*_block method
+    has it called."""
+    rng = np.random.default_rng(3)
+    make = nn.TransformerEncoderLayer if kind == "encoder" else nn.TransformerDecoderLayer
+    layer = make(D, H, FF, dropout=0.3)
+    x = ct.tensor(rng.standard_normal((5, 2, D)).astype(np.float32), requires_grad=True)
+    mem = ct.tensor(rng.standard_normal((4, 2, D)).astype(np.float32), requires_grad=True)
+    args = (x,) if kind == "encoder" else (x, mem)
+    params = list(layer.parameters())
+
+    def run():
+        for t in args + tuple(params):
+            t.grad = None
+        ct.manual_seed(11)
+        out = layer(*args)
+        (out * ct.tensor(np.linspace(-1, 1, out.numel(), dtype=np.float32).reshape(out.shape))).sum().backward()
+        return out, [out._data.copy()] + [t.grad._data.copy() for t in args + tuple(params)]
+
+    out, fused = run()
+    names = _graph_names(out)
+    assert "DropoutAddLayerNormBackward0" in names and "DropoutBackward0" not in names
+    seen = []
+    handle = layer.dropout1.register_forward_hook(lambda m, a, o: seen.append(m))
+    out, hooked = run()
+    assert seen == [layer.dropout1] and "DropoutBackward0" in _graph_names(out)
+    handle.remove()
+    handle = layer.norm2.register_forward_hook(lambda m, a, o: seen.append(m))
+    _, norm_hooked = run()
+    assert seen[-1] is layer.norm2
+    handle.remove()
+    for a, b, c in zip(fused, hooked, norm_hooked):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+    class Override(make):
+        def _ff_block(self, x):
+            seen.append("ff")
+            return super()._ff_block(x)
+
+    sub = Override(D, H, FF, dropout=0.3)
+    sub(*args)
+    assert seen[-1] == "ff"
+    layer.eval()  # no dropout: the plain fused residual
+    assert layer(*args).grad_fn.name() == "AddLayerNormBackward0"
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_gradcheck_layer_float64(norm_first):
     rng = np.random.default_rng(7)

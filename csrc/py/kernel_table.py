@@ -456,6 +456,51 @@ kernel("add_layernorm_backward", "fused",
                 alloc=True),
            ("dinp", "dweight", "dbias")], python=False)
 
+kernel("dropout_add_layernorm_forward", "fused",
+       "inp, residual, p: float, seed: uint64, weight: array? = None, bias: array? = None, eps: float = 1e-5",
+       "LayerNorm(dropout(inp, p) + residual) over the last axis -> (out, mean, rstd, keep).",
+       "Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]", [
+           C('if (ct_check_probability(p, fn, "p") || ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
+           In("inp", "float", (1, -1)),
+           C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
+           In("residual", "t", (1, -1), SAME_AS_INP),
+           row_vector("weight", "N", "inp.shape[-1]"), row_vector("bias", "N", "inp.shape[-1]"),
+           Out("out", like="inp"),
+           Out("mean", shape=("nd - 1", "PyArray_DIMS(inp)")), Out("rstd", shape=("nd - 1", "PyArray_DIMS(inp)")),
+           Out("keep", like="inp", dtype="bool"),
+           Call("dropout_add_layernorm_forward",
+                "out, mean, rstd, keep, inp, residual, weight, bias, eps, p, seed, M, N", alloc=True),
+           ("out", "mean", "rstd", "keep")], python=False)
+
+kernel("dropout_add_layernorm_backward", "fused",
+       "dout, inp, keep, p: float, residual, weight: array?, mean, rstd, with_bias: bool = True, "
+       "dinp: array? = None, dresidual: array? = None, dweight: array? = None, dbias: array? = None",
+       "Gradients of dropout_add_layernorm_forward -> (dinp, dresidual, dweight, dbias); given arrays are "
+       "accumulated into.",
+       "Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]", [
+           C('if (ct_check_probability(p, fn, "p")) goto fail;'),
+           In("inp", "float", (1, -1)),
+           C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
+           In("residual", "t", (1, -1), SAME_AS_INP),
+           In("dout", "t", (1, -1), SAME_AS_INP),
+           In("keep", "bool", "nd", [like("inp", "inp's shape")]),
+           row_vector("weight", "N", "inp.shape[-1]"),
+           In("mean", "t"), In("rstd", "t"),
+           C('''if (PyArray_SIZE(mean) != M || PyArray_SIZE(rstd) != M) {
+               PyErr_Format(PyExc_ValueError, "%s: mean and rstd must have %zd elements (inp.shape[:-1]), "
+                            "got %zd and %zd", fn, (Py_ssize_t)M, (Py_ssize_t)PyArray_SIZE(mean),
+                            (Py_ssize_t)PyArray_SIZE(rstd));
+               goto fail;
+           }
+           npy_intp nshape[1] = {N};'''),
+           *accumulators(Grad("dinp", like="inp", arg="dinp"), Grad("dresidual", like="inp", arg="dresidual"),
+                         Grad("dweight", shape=("1", "nshape"), when="weight != NULL", arg="dweight"),
+                         Grad("dbias", shape=("1", "nshape"), when="with_bias", arg="dbias")),
+           Call("dropout_add_layernorm_backward",
+                "dinp, dresidual, dweight, dbias, dout, inp, keep, p, residual, weight, mean, rstd, M, N, given",
+                alloc=True),
+           ("dinp", "dresidual", "dweight", "dbias")], python=False)
+
 kernel("ff_backward", "fused",
        "dout, x, h, keep: array?, p: float, w1, b1: array?, w2, with_bias2: bool = True, act: str = 'relu', "
        "need_dx: bool = True, dx: array? = None, dw1: array? = None, db1: array? = None, dw2: array? = None, "

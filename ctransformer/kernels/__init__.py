@@ -31,7 +31,7 @@ from .attention import (MHAGrads, MHASaved, PackedGrads, PackedSaved, mha_backwa
 from .decode import (attend_step, cache_reorder, decode_layer_plan, decode_layer_step, decode_linear,
                      decode_model_step, kv_cache_append)
 from .fused import (add_layernorm_backward, add_layernorm_forward, bias_act_backward, bias_act_dropout_forward,
-                    bias_act_forward, ff_backward)
+                    bias_act_forward, dropout_add_layernorm_backward, dropout_add_layernorm_forward, ff_backward)
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward
 from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
 from .crossentropy import cross_entropy_backward, cross_entropy_forward

@@ -1,5 +1,6 @@
 """Fused element-wise pieces of a Transformer block: bias + activation for the
-feed-forward, and residual add + LayerNorm over the last axis."""
+feed-forward, and residual add (after the sublayer's dropout, in training) +
+LayerNorm over the last axis."""
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -68,6 +69,38 @@ def add_layernorm_backward(dout: np.ndarray, inp: np.ndarray, residual: np.ndarr
     None; dbias (N) or None when not with_bias).  Given arrays are accumulated into."""
     return _C.add_layernorm_backward(dout, inp, residual, weight, mean, rstd, bool(with_bias), dinp,
                                      dweight, dbias)
+
+
+def dropout_add_layernorm_forward(inp: np.ndarray, residual: np.ndarray, p: float, seed: int,
+                                  weight: Optional[np.ndarray] = None, bias: Optional[np.ndarray] = None,
+                                  eps: float = 1e-5) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``LayerNorm(dropout(inp, p) + residual)`` over the last axis in one
+    pass, the post-norm residual connection of a Transformer layer in
+    training: inp, residual (..., N), weight/bias (N) or None -> (out (..., N),
+    mean (...), rstd (...), keep (..., N) bool, True where kept).  The same
+    bits as ``dropout_forward(inp, p, seed)`` (offset 0) then
+    :func:`add_layernorm_forward` of its output and residual, without that
+    output array."""
+    fn = "dropout_add_layernorm_forward"
+    return _C.dropout_add_layernorm_forward(inp, residual, as_float(fn, "p", p), as_int(fn, "seed", seed, *U64),
+                                            weight, bias, as_float(fn, "eps", eps))
+
+
+def dropout_add_layernorm_backward(dout: np.ndarray, inp: np.ndarray, keep: np.ndarray, p: float,
+                                   residual: np.ndarray, weight: Optional[np.ndarray], mean: np.ndarray,
+                                   rstd: np.ndarray, with_bias: bool = True, dinp: Optional[np.ndarray] = None,
+                                   dresidual: Optional[np.ndarray] = None, dweight: Optional[np.ndarray] = None,
+                                   dbias: Optional[np.ndarray] = None
+                                   ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """Gradients of :func:`dropout_add_layernorm_forward` -> (dinp (..., N),
+    dresidual (..., N), dweight (N) or None when weight is None, dbias (N) or
+    None when not with_bias): the bits of :func:`add_layernorm_backward` of
+    the dropped input, then ``dropout_backward`` for dinp.  Given arrays are
+    accumulated into (the others then start from zeros); with none given all
+    are fresh."""
+    return _C.dropout_add_layernorm_backward(dout, inp, keep, as_float("dropout_add_layernorm_backward", "p", p),
+                                             residual, weight, mean, rstd, bool(with_bias), dinp, dresidual,
+                                             dweight, dbias)
 
 
 def ff_backward(dout: np.ndarray, x: np.ndarray, h: np.ndarray, keep: Optional[np.ndarray], p: float,

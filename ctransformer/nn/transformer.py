@@ -10,7 +10,8 @@ polarities.)
 Each sub-layer runs on fused kernels, one autograd op each: attention
 (projections + attention + output projection), the feed-forward
 (linear1 + bias + relu/gelu + dropout + linear2) and, in the post-norm
-layout, the residual add + LayerNorm.
+layout, the sublayer's dropout + residual add + LayerNorm (when the Dropout
+and LayerNorm modules are plain ones without hooks: else they are called).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 
-from ..ops.fused import add_layer_norm, feed_forward
+from ..ops.fused import add_layer_norm, dropout_add_layer_norm, feed_forward
 from ..tensor import Tensor, _as_dtype, get_default_dtype
 from . import functional as F
 from . import init
@@ -80,11 +81,36 @@ class _FFMixin:
                                 kind[0], kind[1], self.dropout.p, self.training)
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
-    def _residual_norm(self, x: Tensor, sub: Tensor, norm: LayerNorm) -> Tensor:
-        """Post-norm: norm(x + sub) (one fused op for a plain LayerNorm)."""
-        if type(norm) is LayerNorm and len(norm.normalized_shape) == 1:
-            return add_layer_norm(sub, x, norm.weight, norm.bias, norm.eps)
+    def _residual_norm(self, x: Tensor, sub: Tensor, norm: LayerNorm, dropout: Optional[Dropout] = None) -> Tensor:
+        """Post-norm: norm(x + dropout(sub)) (dropout None: norm(x + sub)).
+        One fused op when the modules are plain (see _plain): add_layer_norm,
+        or in training dropout_add_layer_norm (the mask dropout(sub) would
+        draw); else the modules are called, so that their hooks run."""
+        if _plain(norm, LayerNorm) and len(norm.normalized_shape) == 1:
+            if dropout is None or (_plain(dropout, Dropout) and not dropout.inplace):
+                p = float(dropout.p) if dropout is not None and dropout.training else 0.0
+                if 0.0 < p < 1.0:
+                    return dropout_add_layer_norm(sub, x, norm.weight, norm.bias, norm.eps, p)
+                if p == 0.0:
+                    return add_layer_norm(sub, x, norm.weight, norm.bias, norm.eps)
+        if dropout is not None:
+            sub = dropout(sub)
         return norm(x + sub)
+
+    def _blocks_are_ours(self, *names: str) -> bool:
+        """Whether the named ``_*_block`` methods are this library's own (a
+        subclass that overrides one, as torch code may, has it called)."""
+        base = TransformerDecoderLayer if isinstance(self, TransformerDecoderLayer) else TransformerEncoderLayer
+        return all(getattr(type(self), n) is getattr(base, n) for n in names)
+
+
+def _plain(module: Module, cls: type) -> bool:
+    """module is exactly a cls with no forward, pre-forward or backward hooks:
+    calling its forward directly (inside a fused op) is then the same as
+    calling the module."""
+    d = module.__dict__
+    return type(module) is cls and not d.get("_forward_hooks") and not d.get("_forward_pre_hooks") \
+        and not d.get("_backward_hooks")
 
 
 def _init_ff(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float, activation: Activation,
@@ -133,15 +159,21 @@ class TransformerEncoderLayer(_FFMixin, Module):
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
             x = x + self._ff_block(self.norm2(x))
+        elif self._blocks_are_ours("_sa_block", "_ff_block"):  # each dropout inside the residual's fused op
+            x = self._residual_norm(x, self._sa(x, src_mask, src_key_padding_mask, is_causal), self.norm1,
+                                    self.dropout1)
+            x = self._residual_norm(x, self._ff(x), self.norm2, self.dropout2)
         else:
             x = self._residual_norm(x, self._sa_block(x, src_mask, src_key_padding_mask, is_causal), self.norm1)
             x = self._residual_norm(x, self._ff_block(x), self.norm2)
         return x
 
+    def _sa(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool = False) -> Tensor:
+        return self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                              is_causal=is_causal)[0]
+
     def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool = False) -> Tensor:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=is_causal)[0]
-        return self.dropout1(x)
+        return self.dropout1(self._sa(x, attn_mask, key_padding_mask, is_causal))
 
     def _ff_block(self, x: Tensor) -> Tensor:
         return self.dropout2(self._ff(x))
@@ -184,6 +216,12 @@ class TransformerDecoderLayer(_FFMixin, Module):
             x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
             x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal)
             x = x + self._ff_block(self.norm3(x))
+        elif self._blocks_are_ours("_sa_block", "_mha_block", "_ff_block"):  # dropouts inside the fused ops
+            x = self._residual_norm(x, self._sa(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal), self.norm1,
+                                    self.dropout1)
+            x = self._residual_norm(x, self._mha(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal),
+                                    self.norm2, self.dropout2)
+            x = self._residual_norm(x, self._ff(x), self.norm3, self.dropout3)
         else:
             x = self._residual_norm(x, self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal), self.norm1)
             x = self._residual_norm(x, self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
@@ -191,15 +229,19 @@ class TransformerDecoderLayer(_FFMixin, Module):
             x = self._residual_norm(x, self._ff_block(x), self.norm3)
         return x
 
+    def _sa(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool = False) -> Tensor:
+        return self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
+                              need_weights=False)[0]
+
     def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool = False) -> Tensor:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
-                           need_weights=False)[0]
-        return self.dropout1(x)
+        return self.dropout1(self._sa(x, attn_mask, key_padding_mask, is_causal))
+
+    def _mha(self, x: Tensor, mem: Tensor, attn_mask, key_padding_mask, is_causal: bool = False) -> Tensor:
+        return self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                                   is_causal=is_causal, need_weights=False)[0]
 
     def _mha_block(self, x: Tensor, mem: Tensor, attn_mask, key_padding_mask, is_causal: bool = False) -> Tensor:
-        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                                is_causal=is_causal, need_weights=False)[0]
-        return self.dropout2(x)
+        return self.dropout2(self._mha(x, mem, attn_mask, key_padding_mask, is_causal))
 
 
 # ---------------------------------------------------------------- stacks

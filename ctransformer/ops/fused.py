@@ -1,7 +1,7 @@
 """The Transformer's fused sub-layers through the C fused kernels, ONE
 autograd op each: the feed-forward block (``kernels.bias_act_forward`` or
 ``kernels.bias_act_dropout_forward``, ``kernels.ff_backward``) and the post-norm residual connection
-(``kernels.add_layernorm_*``)."""
+(``kernels.add_layernorm_*``; in training, with the sublayer's dropout, ``kernels.dropout_add_layernorm_*``)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -13,7 +13,7 @@ from ..autograd import FreshGrads, apply_op
 from ..random import default_generator
 from ..tensor import Tensor
 
-__all__ = ["feed_forward", "add_layer_norm"]
+__all__ = ["feed_forward", "add_layer_norm", "dropout_add_layer_norm"]
 
 
 def feed_forward(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor],
@@ -64,3 +64,26 @@ def add_layer_norm(inp: Tensor, residual: Tensor, weight: Optional[Tensor], bias
         return d, d, dw, db
 
     return apply_op(out, (inp, residual, weight, bias), backward, name="AddLayerNorm", saved=(weight, bias))
+
+
+def dropout_add_layer_norm(inp: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor],
+                           eps: float, p: float) -> Tensor:
+    """``layer_norm(dropout(inp, p) + residual)`` over the last axis as ONE
+    autograd op (the post-norm residual connection in training): inp,
+    residual (..., D).  The dropout mask is the one ``dropout(inp, p)`` would
+    draw (the same seed, kernel and bits), and the dropped array is never
+    made: the backward rebuilds each row of the sum from inp and the mask."""
+    if tuple(inp.shape) != tuple(residual.shape):
+        raise ValueError(f"dropout_add_layer_norm: residual must have the shape of inp {tuple(inp.shape)}, "
+                         f"got {tuple(residual.shape)}")
+    w = None if weight is None else weight._data
+    out, mean, rstd, keep = K.dropout_add_layernorm_forward(inp._data, residual._data, p,
+                                                            default_generator.next_seed(), w,
+                                                            None if bias is None else bias._data, eps)
+
+    def backward(g):
+        grads = K.dropout_add_layernorm_backward(np.ascontiguousarray(g), inp._data, keep, p, residual._data, w,
+                                                 mean, rstd, with_bias=bias is not None)
+        return FreshGrads(grads)  # (dinp, dresidual, dweight, dbias): the kernel's fresh arrays, each once
+
+    return apply_op(out, (inp, residual, weight, bias), backward, name="DropoutAddLayerNorm", saved=(weight, bias))
