@@ -117,30 +117,12 @@ void FN(cross_entropy_forward)(real *loss, acc_t *lse, const real *logits, const
     if (reduction == CT_REDUCE_SUM) loss[0] = (real)total;
 }
 
-/* lse as two `real`s, hi + lo (lo = 0 in float64): z - lse is then taken as
- * (z - hi) - lo in `real`, one vector lane per element where the double
- * difference took two conversions each way.  z - hi is exact where z and hi
- * are within a factor 2 (Sterbenz), else rounded once; so the argument of
- * exp is within 1 ulp of (real)(z - lse), whose own rounding is 0.5 ulp.
- * An infinite lse keeps lo = 0, so z - lse is the same +-inf or NaN as before. */
-typedef struct {
-    real hi, lo;
-} FN(split_lse);
-
-CT_INLINE FN(split_lse) FN(split)(acc_t lse)
-{
-    FN(split_lse) s;
-    s.hi = (real)lse;
-    s.lo = isfinite(lse) ? (real)(lse - (acc_t)s.hi) : (real)0; /* inf - inf would make every p NaN */
-    return s;
-}
-
 /* d[c] (+)= p_coef * p_c - smooth_coef * w_c for c in [lo, hi), with
- * p_c = exp(z_c - lse): the softmax and uniform parts of a row's gradient,
- * in `real` (the coefficients rounded to it; the gradient is stored in
+ * p_c = exp(z_c - lse) (z_c - lse as (z_c - hi) - lo: ct_split_of in ct_math.h):
+ * the softmax and uniform parts of a row's gradient, in `real` (the coefficients rounded to it; the gradient is stored in
  * `real` anyway).  accumulate 0 writes d (no zeroed row first). */
 CT_INLINE void FN(add_softmax_grad)(real *restrict d, const real *restrict z,
-                                   const real *restrict weight, FN(split_lse) lse, acc_t p_coef,
+                                   const real *restrict weight, FN(ct_split) lse, acc_t p_coef,
                                    acc_t smooth_coef, ct_int lo, ct_int hi, int accumulate)
 {
     real pc = (real)p_coef, sc = (real)smooth_coef;
@@ -166,7 +148,7 @@ CT_INLINE void FN(row_backward)(real *d, const real *z, int64_t t, acc_t lse, co
     acc_t target_coef = s * (1 - eps) * w_t;  /* the one-hot term */
     acc_t smooth_coef = s * eps / (acc_t)C;   /* the uniform term */
     acc_t p_coef = target_coef + smooth_coef * weight_sum;
-    FN(split_lse) parts = FN(split)(lse);
+    FN(ct_split) parts = FN(ct_split_of)(lse);
     FN(add_softmax_grad)(d, z, weight, parts, p_coef, smooth_coef, 0, t, accumulate);
     FN(add_softmax_grad)(d, z, weight, parts, p_coef, smooth_coef, t + 1, C, accumulate);
     acc_t p_t = VEXP((real)((acc_t)z[t] - lse));

@@ -361,6 +361,36 @@ CT_DEFINE_GELU(float, f32)
 CT_DEFINE_GELU(double, f64)
 #undef CT_DEFINE_GELU
 
+/* ======================= a double as two reals ======================= *
+ * ct_split_of_f32(d): hi = (float)d, lo = (float)(d - hi) (lo = 0 when d is
+ * not finite, so that x - d keeps its +-inf or NaN), hi + lo = d to ~2^-48.
+ * A float row minus a double statistic (a mean, a log-sum-exp), x - d, is
+ * then taken as (x - hi) - lo in float lanes: x - hi is exact where x and hi
+ * are within a factor 2 (Sterbenz: a row far from 0), else rounded once, so
+ * the result is within 1 ulp of (float)(x - d), where (x - (float)d) alone
+ * would be off by up to half an ulp of d.  ct_split_of_f64: hi = d, lo = 0
+ * (the same operations as x - d).  layernorm.c and crossentropy.c. */
+typedef struct {
+    float hi, lo;
+} ct_split_f32;
+typedef struct {
+    double hi, lo;
+} ct_split_f64;
+
+static inline ct_split_f32 ct_split_of_f32(double d)
+{
+    ct_split_f32 s;
+    s.hi = (float)d;
+    s.lo = isfinite(d) ? (float)(d - (double)s.hi) : 0.0f;
+    return s;
+}
+
+static inline ct_split_f64 ct_split_of_f64(double d)
+{
+    ct_split_f64 s = {d, 0.0};
+    return s;
+}
+
 /* ======================= row reductions ============================= *
  * CT_LANES independent partial results, combined at the end in a fixed
  * order: GCC turns the lane loop into vector operations (it may not

@@ -126,24 +126,7 @@ CT_INLINE void FN(row_moments)(const real *restrict x, const real *restrict r, c
     }
 }
 
-/* mu as two `real`s, hi + lo (lo = 0 in float64, and for a mean that is not
- * finite): h - mu is taken as (h - hi) - lo in `real`.  h - hi is exact
- * where h and hi are within a factor 2 (Sterbenz: a row far from 0, x ~ 1e4
- * + noise), else rounded once; with lo, h - mu is within 1 ulp.  A float32
- * mu alone would be off by up to half an ulp of the row's magnitude. */
-typedef struct {
-    real hi, lo;
-} FN(split_mean);
-
-CT_INLINE FN(split_mean) FN(split)(acc_t mu)
-{
-    FN(split_mean) s;
-    s.hi = (real)mu;
-    s.lo = isfinite(mu) ? (real)(mu - (acc_t)s.hi) : (real)0;
-    return s;
-}
-
-/* h_i - mu in `real` (see split_mean), h = x + r (r NULL: h = x) */
+/* h_i - mu in `real` (mu split into hi + lo: ct_split_of in ct_math.h), h = x + r (r NULL: h = x) */
 #define CT_LN_CENTRED(x, r, i, m) ((((r) != NULL ? (x)[i] + (r)[i] : (x)[i]) - (m).hi) - (m).lo)
 
 /* y = (h - mu) * rs * weight + bias (weight / bias NULL: 1 / 0), elementwise
@@ -157,7 +140,7 @@ CT_INLINE void FN(row_normalise)(real *restrict y, const real *restrict x, const
                                  const real *restrict weight, const real *restrict bias, acc_t mu, acc_t rs,
                                  ct_int D)
 {
-    FN(split_mean) m = FN(split)(mu);
+    FN(ct_split) m = FN(ct_split_of)(mu);
     real rs_r = (real)rs;
     if (weight != NULL && bias != NULL)
         for (ct_int i = 0; i < D; i++) y[i] = CT_LN_CENTRED(x, r, i, m) * rs_r * weight[i] + bias[i];

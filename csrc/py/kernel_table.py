@@ -417,17 +417,32 @@ kernel("bias_act_backward", "fused",
            Call("bias_act_backward", "dinp, dbias, dout, inp, bias, act_id, M, N"),
            ("dinp", "dbias")], python=False)
 
+# add_layernorm_forward's and dropout_add_layernorm_forward's inputs and outputs
+ADD_LN_FORWARD = [
+    In("inp", "float", (1, -1)),
+    C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
+    In("residual", "t", (1, -1), SAME_AS_INP),
+    row_vector("weight", "N", "inp.shape[-1]"), row_vector("bias", "N", "inp.shape[-1]"),
+    Out("out", like="inp"),
+    Out("mean", shape=("nd - 1", "PyArray_DIMS(inp)")), Out("rstd", shape=("nd - 1", "PyArray_DIMS(inp)"))]
+
+# the backwards' saved mean and rstd (one per row of inp), and nshape (N) for dweight / dbias
+MEAN_RSTD = [
+    In("mean", "t"), In("rstd", "t"),
+    C('''if (PyArray_SIZE(mean) != M || PyArray_SIZE(rstd) != M) {
+    PyErr_Format(PyExc_ValueError, "%s: mean and rstd must have %zd elements (inp.shape[:-1]), "
+                 "got %zd and %zd", fn, (Py_ssize_t)M, (Py_ssize_t)PyArray_SIZE(mean),
+                 (Py_ssize_t)PyArray_SIZE(rstd));
+    goto fail;
+}
+npy_intp nshape[1] = {N};''')]
+
 kernel("add_layernorm_forward", "fused",
        "inp, residual, weight: array? = None, bias: array? = None, eps: float = 1e-5",
        "LayerNorm(inp + residual) over the last axis -> (out, mean, rstd).",
        "Tuple[np.ndarray, np.ndarray, np.ndarray]", [
            C('if (ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
-           In("inp", "float", (1, -1)),
-           C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
-           In("residual", "t", (1, -1), SAME_AS_INP),
-           row_vector("weight", "N", "inp.shape[-1]"), row_vector("bias", "N", "inp.shape[-1]"),
-           Out("out", like="inp"),
-           Out("mean", shape=("nd - 1", "PyArray_DIMS(inp)")), Out("rstd", shape=("nd - 1", "PyArray_DIMS(inp)")),
+           *ADD_LN_FORWARD,
            Call("add_layernorm_forward", "out, mean, rstd, inp, residual, weight, bias, eps, M, N"),
            ("out", "mean", "rstd")], python=False)
 
@@ -441,14 +456,7 @@ kernel("add_layernorm_backward", "fused",
            In("residual", "t", (1, -1), SAME_AS_INP),
            In("dout", "t", (1, -1), SAME_AS_INP),
            row_vector("weight", "N", "inp.shape[-1]"),
-           In("mean", "t"), In("rstd", "t"),
-           C('''if (PyArray_SIZE(mean) != M || PyArray_SIZE(rstd) != M) {
-               PyErr_Format(PyExc_ValueError, "%s: mean and rstd must have %zd elements (inp.shape[:-1]), "
-                            "got %zd and %zd", fn, (Py_ssize_t)M, (Py_ssize_t)PyArray_SIZE(mean),
-                            (Py_ssize_t)PyArray_SIZE(rstd));
-               goto fail;
-           }
-           npy_intp nshape[1] = {N};'''),
+           *MEAN_RSTD,
            Grad("dinp", like="inp", arg="dinp"),
            Grad("dweight", shape=("1", "nshape"), when="weight != NULL", arg="dweight"),
            Grad("dbias", shape=("1", "nshape"), when="with_bias", arg="dbias"),
@@ -461,12 +469,7 @@ kernel("dropout_add_layernorm_forward", "fused",
        "LayerNorm(dropout(inp, p) + residual) over the last axis -> (out, mean, rstd, keep).",
        "Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]", [
            C('if (ct_check_probability(p, fn, "p") || ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
-           In("inp", "float", (1, -1)),
-           C("npy_intp N = PyArray_DIM(inp, nd - 1), M = ct_prod(inp, 0, nd - 1);"),
-           In("residual", "t", (1, -1), SAME_AS_INP),
-           row_vector("weight", "N", "inp.shape[-1]"), row_vector("bias", "N", "inp.shape[-1]"),
-           Out("out", like="inp"),
-           Out("mean", shape=("nd - 1", "PyArray_DIMS(inp)")), Out("rstd", shape=("nd - 1", "PyArray_DIMS(inp)")),
+           *ADD_LN_FORWARD,
            Out("keep", like="inp", dtype="bool"),
            Call("dropout_add_layernorm_forward",
                 "out, mean, rstd, keep, inp, residual, weight, bias, eps, p, seed, M, N", alloc=True),
@@ -485,14 +488,7 @@ kernel("dropout_add_layernorm_backward", "fused",
            In("dout", "t", (1, -1), SAME_AS_INP),
            In("keep", "bool", "nd", [like("inp", "inp's shape")]),
            row_vector("weight", "N", "inp.shape[-1]"),
-           In("mean", "t"), In("rstd", "t"),
-           C('''if (PyArray_SIZE(mean) != M || PyArray_SIZE(rstd) != M) {
-               PyErr_Format(PyExc_ValueError, "%s: mean and rstd must have %zd elements (inp.shape[:-1]), "
-                            "got %zd and %zd", fn, (Py_ssize_t)M, (Py_ssize_t)PyArray_SIZE(mean),
-                            (Py_ssize_t)PyArray_SIZE(rstd));
-               goto fail;
-           }
-           npy_intp nshape[1] = {N};'''),
+           *MEAN_RSTD,
            *accumulators(Grad("dinp", like="inp", arg="dinp"), Grad("dresidual", like="inp", arg="dresidual"),
                          Grad("dweight", shape=("1", "nshape"), when="weight != NULL", arg="dweight"),
                          Grad("dbias", shape=("1", "nshape"), when="with_bias", arg="dbias")),
