@@ -1,14 +1,17 @@
 /* linear.c - fully connected layer and batched matrix product.
  * GEMMs go to OpenBLAS, except the float32 forward of a layer whose inner
  * dimension is short (the packed kernel below) or of 9 to 32 rows (the
- * weight streamed, the rows packed), and the float32 input gradient on
- * AVX-512 (the packed kernel); everything here is a thin contract around them. */
+ * weight streamed, the rows packed), the forward of a few rows (decode.c's
+ * decode_linear) and the float32 input gradient on AVX-512 (the packed
+ * kernel); everything here is a thin contract around them. */
 #ifndef CT_TEMPLATE_PASS
+#include "decode.h"
 #include "packed_gemm.h"
 #include "parallel.h"
 #define CT_TEMPLATE_FILE "linear.c"
 #include "ct_template.h"
 #else
+#include "ct_math.h" /* CT_ROW_DOTS_MAX: decode_linear's dot-product rows */
 
 #if CT_DTYPE_IS_F32
 /* ---- float32 forward with a short inner dimension: the packed kernel --------
@@ -200,6 +203,20 @@ static int linear_dinp_packed(float *dinp, const float *dout, const float *weigh
 }
 #endif
 
+/* linear_forward's few rows: fewer than CT_LINEAR_FEW_ROWS, or up to
+ * CT_ROW_DOTS_MAX (8) against a weight of CT_LINEAR_FEW_ROWS_MIN_WEIGHT
+ * elements or more, go to decode_linear.  Measured, us at 1 / 2 threads,
+ * linear_forward before -> decode_linear (K x N):
+ *   1 row, 512 x 8000 / 2048: 1225 -> 295 / 268 -> 57 (sgemv 278 / 57) at 1 thread;
+ *   4 rows, 512 x 8000: 1435 -> 744 / 610 -> 327;  2048 x 512: 707 -> 233 / 359 -> 121;
+ *   8 rows, 512 x 512: 71 -> 66 / 94 -> 37;
+ *   but 128 x 384, 6 rows: 11 -> 17 / 11 -> 12 (a small weight: the packing is cheap).
+ * The rule is on the shape alone, so the rows' bits never depend on the thread count. */
+#ifndef CT_LINEAR_FEW_ROWS
+#define CT_LINEAR_FEW_ROWS 4
+#define CT_LINEAR_FEW_ROWS_MIN_WEIGHT (256.0 * 1024)
+#endif
+
 /* linear_forward
  *   inp    (M, K)   rows are any flattened leading dims
  *   weight (N, K)   torch's layout: out_features x in_features
@@ -215,6 +232,13 @@ void FN(linear_forward)(real *out, const real *inp, const real *weight, const re
             memset(out, 0, (size_t)(M * N) * sizeof(real));
         else
             for (ct_int m = 0; m < M; m++) memcpy(out + m * N, bias, (size_t)N * sizeof(real));
+        return;
+    }
+    /* A few rows (a batch of one, a decoding loop's first positions or its last one):
+     * decode_linear's dot products, which read the weight once, where the GEMM and the
+     * packed kernel pack the whole weight (see CT_LINEAR_FEW_ROWS). */
+    if (M < CT_LINEAR_FEW_ROWS || (M <= CT_ROW_DOTS_MAX && (double)N * K >= CT_LINEAR_FEW_ROWS_MIN_WEIGHT)) {
+        FN(decode_linear)(out, inp, weight, bias, M, K, N);
         return;
     }
 #if CT_DTYPE_IS_F32

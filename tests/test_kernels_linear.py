@@ -139,3 +139,24 @@ def test_linear_backward_zero_rows_with_nan_inputs_stay_dense(rng):
     w[0, 0] = np.inf
     dinp, dweight, _ = K.linear_backward(dout, x, w)
     assert np.isnan(dinp[:20, 0]).all()  # 0 * inf in the dead rows, as the dense product
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k, n", [(512, 2048), (128, 1000), (64, 3)])
+def test_linear_few_rows_are_decode_linears_dot_products(rng, dtype, k, n):
+    """1-3 rows, and up to 8 against a weight of 256K elements or more, take
+    decode_linear's dot products (csrc/linear.c, CT_LINEAR_FEW_ROWS: the GEMM
+    packed the whole weight for them, 4x sgemv's time for one row): the
+    same bits as decode_linear, each row's alone or among the others, and
+    within float32's tolerance of NumPy in float64 (bias included)."""
+    w = rng.standard_normal((n, k)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    big = n * k >= 256 * 1024
+    for m in range(1, 9):
+        x = rng.standard_normal((m, k)).astype(dtype)
+        out = K.linear_forward(x, w, b)
+        np.testing.assert_allclose(out, x.astype(np.float64) @ w.T.astype(np.float64) + b, **F32)
+        if m < 4 or big:
+            np.testing.assert_array_equal(out, K.decode_linear(x, w, b))
+            for i in range(m):
+                np.testing.assert_array_equal(out[i:i + 1], K.linear_forward(x[i:i + 1], w, b))
