@@ -5,6 +5,7 @@ parity: tests/test_kernel_table.py."""
 import numpy as np
 import pytest
 
+import ctransformer as ct
 import ctransformer.kernels as K
 from conftest import run_isolated
 from tolerances import F32
@@ -160,3 +161,10 @@ def test_linear_few_rows_are_decode_linears_dot_products(rng, dtype, k, n):
             np.testing.assert_array_equal(out, K.decode_linear(x, w, b))
             for i in range(m):
                 np.testing.assert_array_equal(out[i:i + 1], K.linear_forward(x[i:i + 1], w, b))
+            before = ct.get_num_threads()
+            try:  # README: the same bits on any thread count
+                for threads in (1, 2):
+                    ct.set_num_threads(threads)
+                    np.testing.assert_array_equal(K.linear_forward(x, w, b), out)
+            finally:
+                ct.set_num_threads(before)
