@@ -24,12 +24,15 @@
 #else
 #include "ct_math.h"
 
-/* Element i of the row h = x + r (r NULL: h = x), in acc_t.  The sum is
- * rounded to `real` first, as an add of two arrays would be.  Loops that read
- * it are unswitched on r by GCC (one vectorised loop per case). */
+/* Element i of the row h = x + r (r NULL: h = x), in `real`: the sum rounded
+ * as an add of two arrays would round it.  Loops that read it are unswitched
+ * on r by GCC (one vectorised loop per case). */
+#define CT_LN_H(x, r, i) ((r) != NULL ? (x)[i] + (r)[i] : (x)[i])
+
+/* The same element in acc_t (the row sums'). */
 CT_INLINE acc_t FN(row_at)(const real *restrict x, const real *restrict r, ct_int i)
 {
-    return r != NULL ? (acc_t)(real)(x[i] + r[i]) : (acc_t)x[i];
+    return (acc_t)CT_LN_H(x, r, i);
 }
 
 /* The lane sums below are explicit vectors of CT_LANES acc_t, with
@@ -127,7 +130,7 @@ CT_INLINE void FN(row_moments)(const real *restrict x, const real *restrict r, c
 }
 
 /* h_i - mu in `real` (mu split into hi + lo: ct_split_of in ct_math.h), h = x + r (r NULL: h = x) */
-#define CT_LN_CENTRED(x, r, i, m) ((((r) != NULL ? (x)[i] + (r)[i] : (x)[i]) - (m).hi) - (m).lo)
+#define CT_LN_CENTRED(x, r, i, m) ((CT_LN_H(x, r, i) - (m).hi) - (m).lo)
 
 /* y = (h - mu) * rs * weight + bias (weight / bias NULL: 1 / 0), elementwise
  * in `real`: the sums that decide mu and rs are in acc_t (row_moments); each
@@ -305,9 +308,6 @@ int FN(dropout_add_layernorm_forward)(real *out, real *mean, real *rstd, uint8_t
     ct_parallel_rows(N, 20.0 * N * D, FN(dropout_add_layernorm_rows), &a);
     return 0;
 }
-
-/* h_i in `real`: x + r (r NULL: x), rounded as row_at's */
-#define CT_LN_H(x, r, i) ((r) != NULL ? (x)[i] + (r)[i] : (x)[i])
 
 /* acc (D) += dy * hhat, hhat = (h - mu) * rs, in `real` (mu and rs are the
  * forward's saved `real` values) */
@@ -584,7 +584,7 @@ int FN(dropout_add_layernorm_backward)(real *dinp, real *dres, real *dweight, re
         real *dropped = malloc(n * sizeof(real)), *dh = calloc(n, sizeof(real));
         int status = -1;
         if (dropped != NULL && dh != NULL) {
-            for (ct_int i = 0; i < N * D; i++) dropped[i] = inp[i] * (keep[i] ? scale : (real)0);
+            FN(dropout_backward)(dropped, inp, keep, N * D, p, 0); /* inp * keep / (1 - p): the forward's product */
             status = FN(add_layernorm_backward)(dh, dweight, dbias, dout, dropped, residual, weight, mean, rstd, N, D);
         }
         if (status == 0) {

@@ -242,8 +242,12 @@ def _dropout_add_layernorm_backward(dout, saved, acc, inp, residual, p, seed, we
     return dict(inp=di, residual=dr, weight=dw, bias=db)
 
 
-# torch has no such op: its parity is add_layernorm's and dropout's, whose bits these are
-# (tests/test_kernels_fused.py)
+def _torch_dropout_add_layernorm(torch, inp, residual, p, seed, weight=None, bias=None):
+    """torch has no such op: layer_norm of torch's own product and sum, with the kernel's mask."""
+    keep = torch.tensor(K.dropout_forward(np.ones(tuple(inp.shape)), p, seed)[1])
+    return torch_layernorm(torch, torch.where(keep, inp / (1 - p), torch.zeros_like(inp)) + residual, weight, bias)
+
+
 DROPOUT_ADD_LAYERNORM = KernelInfo(
     "dropout_add_layernorm", K.dropout_add_layernorm_forward, _dropout_add_layernorm_backward,
     _dropout_add_layernorm_reference,
@@ -252,7 +256,8 @@ DROPOUT_ADD_LAYERNORM = KernelInfo(
     lambda rng, dtype: [dict(inp=np.zeros((0, 4), dtype), residual=np.zeros((0, 4), dtype), p=0.3, seed=5,
                              weight=np.ones(4, dtype), bias=np.zeros(4, dtype))],
     ("inp", "residual", "weight", "bias"),
-    dict(inp="dinp", residual="dresidual", weight="dweight", bias="dbias"), f64=F64_TIGHT)
+    dict(inp="dinp", residual="dresidual", weight="dweight", bias="dbias"), _torch_dropout_add_layernorm,
+    f64=F64_TIGHT)
 
 
 # ---- bias + activation ---------------------------------------------------------
