@@ -128,7 +128,7 @@ typedef struct {
     ct_int M, K, N;
 } FN(rows_job);
 
-/* Rows [n0, n1) of w (a block of ct_parallel_shares). */
+/* Rows [n0, n1) of w (a block of ct_parallel_converge). */
 static void FN(rows_block)(void *arg, ptrdiff_t n0, ptrdiff_t n1)
 {
     const FN(rows_job) *j = arg;
@@ -138,9 +138,11 @@ static void FN(rows_block)(void *arg, ptrdiff_t n0, ptrdiff_t n1)
 /* decode_linear: the Linear layers of one decoding step
  *   x (M, K), w (N, K), bias (N) or NULL  ->  out (M, N) = x w^T + bias
  * Up to CT_ROW_DOTS_MAX rows: the loops above, split over the pool into
- * blocks of w's rows, one per thread, sized by the threads' speeds: each block is a new stream for the
- * prefetchers (a d512 step at 2 threads took 0.92x the time in one block
- * per thread than in 8).  Its work counts the read of w as 8 flops per
+ * blocks of w's rows taken from the two ends of w towards the middle
+ * (ct_parallel_converge): a few long blocks per thread, each a new stream for
+ * the prefetchers (a d512 step at 2 threads took 0.92x the time in one block
+ * per thread than in 8 equal ones), the last ones short, so that neither
+ * thread waits long for the other.  Its work counts the read of w as 8 flops per
  * weight.  More rows (a batch of sentences): the GEMM of linear_forward,
  * whose packing then pays. */
 void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias, ct_int M,
@@ -158,8 +160,7 @@ void FN(decode_linear)(real *out, const real *x, const real *w, const real *bias
         return;
     }
     FN(rows_job) job = {out, x, w, bias, M, K, N};
-    int blocks = ct_split_threads(CT_SPLIT_BLOCKS * threads, (int)N);
-    ct_parallel_shares(N, blocks, threads, CT_SPLIT_ALIGN, FN(rows_block), &job);
+    ct_parallel_converge(N, threads, CT_SPLIT_ALIGN, FN(rows_block), &job);
 }
 
 /* kv_cache_append (in place)

@@ -94,6 +94,15 @@ void ct_parallel_shares(ptrdiff_t extent, int parts, int threads, ptrdiff_t alig
  * of range. */
 int ct_share_pin(const double *speeds, int n, double *previous, int n_previous);
 
+/* fn(ctx, begin, end) over [0, extent) for memory-bound row loops (the
+ * GEMVs of decode.c): with 2 threads, the caller and a worker take blocks
+ * from the two ends towards the middle, a large first block each, then
+ * halves of what is left, so they finish together however the call's
+ * bandwidth was shared (parallel.c); blocks are multiples of `align` but the
+ * last.  Other thread counts: ct_parallel_shares with one part per thread
+ * (threads 1: fn(ctx, 0, extent) on the caller). */
+void ct_parallel_converge(ptrdiff_t extent, int threads, ptrdiff_t align, ct_rows_fn fn, void *ctx);
+
 /* Threads (1 .. ceiling) worth using for one ct_parallel_run job of `flops`
  * work: the pool's workers stay awake between the kernels of a step, so a
  * job pays from CT_POOL_MIN_FLOPS on, a twentieth of a GEMM's threshold; as

@@ -216,6 +216,27 @@ def test_split_rows_of_decoding_match_one_thread(load_blind):
             np.testing.assert_array_equal(K.decode_linear(x[:M], w, b), expected)
 
 
+def test_decoding_rows_from_both_ends_cover_every_row_once(load_blind):
+    """At 2 threads decode_linear's weight rows are claimed from the two ends
+    towards the middle (ct_parallel_converge): a first block each, then
+    halves of what is left, down to blocks of 16 rows.  Whatever the extent
+    (short of two blocks, odd, or where the halving ends on a partial block),
+    every output row is computed once, by one thread's dot product: the bits
+    of the 1-thread result, and no row left unwritten (the output starts
+    uninitialised)."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((5, 1024)).astype(np.float32)
+    w = rng.standard_normal((3001, 1024)).astype(np.float32)
+    b = rng.standard_normal(3001).astype(np.float32)
+    for n in (32, 33, 47, 48, 49, 100, 511, 1023, 3001):
+        for m in (1, 5):
+            ct.set_num_threads(1)
+            one = K.decode_linear(x[:m], w[:n], b[:n])
+            ct.set_num_threads(2)
+            for _ in range(3):  # the claims race differently each call
+                np.testing.assert_array_equal(K.decode_linear(x[:m], w[:n], b[:n]), one, err_msg=f"N {n}, M {m}")
+
+
 @pytest.fixture
 def pinned_speeds(load_blind):
     """Pin the threads' speeds (ct_parallel_shares, csrc/parallel.h) for one
@@ -252,8 +273,9 @@ def test_split_gemm_blocks_by_speed_cover_every_row(pinned_speeds, dtype):
 
 
 def test_split_decoding_rows_by_speed_change_no_bit(pinned_speeds):
-    """decode_linear's blocks of weight rows sized by the threads' speeds:
-    each output is still one thread's dot product, the same bits."""
+    """decode_linear's blocks of weight rows (at 3 threads sized by the
+    threads' speeds; at 2 claimed from both ends, speeds unused): each
+    output is still one thread's dot product, the same bits."""
     rng = np.random.default_rng(10)
     x = rng.standard_normal((3, 512)).astype(np.float32)
     w = rng.standard_normal((3001, 512)).astype(np.float32)
