@@ -193,7 +193,8 @@ def test_linear_forward_short_k_same_bits_on_any_thread_count(m, k):
     """Each output of the packed forward (the weight packed, or the rows
     packed and the weight streamed) is one k-order sum whatever the blocks,
     so splitting the rows (the weight's rows) over 2 or 3 threads (in blocks
-    sized by pinned, far-apart speeds too) changes no bit."""
+    sized by pinned, far-apart speeds too; the streamed weight's rows at 2
+    threads from both ends, ct_parallel_converge) changes no bit."""
     if CPU_ISA != "avx512":
         pytest.skip("the packed forward runs on AVX-512 only; sgemm agrees to rounding (test_thread_pool.py)")
     from ctransformer.kernels.runtime import share_speeds
