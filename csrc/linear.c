@@ -37,8 +37,12 @@
  * in chunks that stay in L2 (linear_dinp_packed, below).
  * Each row is the kernel's k-order sum, one FMA per term, plus the bias,
  * whatever the row blocks: the same bits on any thread count.  Rows are
- * split over the pool as a GEMM's (ct_threads_for), in blocks sized by the
- * threads' speeds (ct_parallel_shares). */
+ * split over the pool as a GEMM's (ct_threads_for); at 2 threads taken from
+ * both ends towards the middle (ct_parallel_converge: the weight is packed
+ * once, so more, shorter blocks cost no repacking), else in blocks sized by
+ * the threads' speeds (ct_parallel_shares).  Against speed-sized halves, in
+ * one process (bench/ab_step.py, 2 threads): the demo's training step 0.972,
+ * bench_transformer (b)'s d128 step 0.982. */
 #define CT_LINEAR_PACKED_MIN_M 4
 #define CT_LINEAR_PACKED_MAX_K 512
 #define CT_LINEAR_PACKED_MAX_WEIGHT_BYTES (4 * 1024 * 1024)
@@ -67,7 +71,7 @@ static void linear_packed_chunks(float *out, const float *inp, const ct_packed *
         ct_packed_gemm(out + r * N, N, inp + r * K, K, CT_MIN(chunk, r1 - r), pk, bias, accumulate);
 }
 
-/* Rows [r0, r1) (a block of ct_parallel_shares). */
+/* Rows [r0, r1) (a block of ct_parallel_converge or ct_parallel_shares). */
 static void packed_rows(void *arg, ptrdiff_t r0, ptrdiff_t r1)
 {
     const packed_job *j = arg;
@@ -84,7 +88,7 @@ static int packed_product(float *out, const float *a, const float *w, int w_is_n
     if (ct_packed_init(&pk, w, N, K, w_is_nk) != 0) return 1; /* out of memory: the GEMM needs none */
     int threads = ct_split_threads(ct_threads_for(2.0 * M * N * K, ct_threads_ceiling_here()), (int)M);
     packed_job job = {out, a, bias, &pk, K, N, accumulate};
-    ct_parallel_shares(M, threads, threads, CT_SPLIT_ALIGN, packed_rows, &job);
+    ct_parallel_converge(M, threads, CT_SPLIT_ALIGN, packed_rows, &job);
     ct_packed_free(&pk);
     return 0;
 }
