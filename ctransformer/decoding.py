@@ -108,14 +108,28 @@ def greedy_decode(model, src_ids, max_len: int, sos_id: int, eos_id: int, pad_id
         step = _Stepper(model, src, max_len, use_cache)
         ys = np.full((B, 1 + max_len), sos_id, dtype=np.int64)  # filled column by column (no copy per token)
         done = np.zeros(B, dtype=bool)
+        n_done = 0
         for n in range(1, max_len + 1):
             nxt = step.logits(ys[:, :n]).argmax(-1)  # the most likely token: argmax of the logits, as torch's loop
-            nxt[done] = pad_id
+            if n_done:
+                nxt[done] = pad_id
             ys[:, n] = nxt
-            done |= nxt == eos_id
-            if done.all():
+            n_done = _mark_finished(nxt.tolist(), eos_id, done, n_done)
+            if n_done == B:
                 break
     return Tensor._wrap(ys[:, :n + 1].copy())
+
+
+def _mark_finished(tokens: list, eos_id: int, done: np.ndarray, n_done: int) -> int:
+    """done[i] = True for the rows whose new token is eos_id; returns how many
+    rows are done now.  On Python ints: after a step's weight stream evicted
+    NumPy's code and data, `done |= nxt == eos_id` and `done.all()` took
+    ~30 us a token (bench_transformer (c), batch 1) -- 1.5 % of the step."""
+    for i, tok in enumerate(tokens):
+        if tok == eos_id and not done[i]:
+            done[i] = True
+            n_done += 1
+    return n_done
 
 
 def _length_penalty(n: np.ndarray, alpha: float) -> np.ndarray:
