@@ -143,15 +143,23 @@ def self_attn_step(attn, x: Arr, cache: SelfCache, t: int) -> Arr:
 
 
 def cross_kv(attn, memory: Arr) -> Tuple[Arr, Arr]:
-    """The encoder memory (B, S, E) projected once: (k, v) (B, H, S, Dh)."""
-    wq, wk, wv, bq, bk, bv = _proj(attn)
+    """The encoder memory (B, S, E) projected once: (k, v) (B, H, S, Dh).
+    A packed in_proj_weight projects k and v in one product over its rows
+    E:3E, as the full forward's cross-attention does (one call, the weight
+    read as one run)."""
     B, S, _ = memory.shape
     H = attn.num_heads
 
-    def heads(w, b):
-        return np.ascontiguousarray(K.linear_forward(memory, w, b).reshape(B, S, H, -1).transpose(0, 2, 1, 3))
+    def heads(x):  # (B, S, E') -> (B, H, S, E' / H)
+        return np.ascontiguousarray(x.reshape(B, S, H, -1).transpose(0, 2, 1, 3))
 
-    return heads(wk, bk), heads(wv, bv)
+    if attn.in_proj_weight is not None:
+        E = attn.embed_dim
+        b = attn.in_proj_bias
+        kv = K.linear_forward(memory, attn.in_proj_weight._data[E:], None if b is None else b._data[E:])
+        return heads(kv[..., :E]), heads(kv[..., E:])
+    _, wk, wv, _, bk, bv = _proj(attn)
+    return heads(K.linear_forward(memory, wk, bk)), heads(K.linear_forward(memory, wv, bv))
 
 
 def cross_attn_step(attn, x: Arr, mem_k: Arr, mem_v: Arr, mem_pad: Optional[Arr]) -> Arr:
