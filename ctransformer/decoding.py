@@ -91,6 +91,21 @@ class _Stepper:
         if self.use_cache:
             self.cache.reorder(rows)
 
+    def greedy(self, ys: np.ndarray, done: np.ndarray, eos_id: int, pad_id: int) -> Optional[int]:
+        """greedy_decode's loop over columns 1 .. L - 1 of ys (B, L) in one
+        kernel call, when the model's cached step is one (its StepProgram):
+        the last column written.  None (nothing done) otherwise."""
+        program_of = getattr(self.model, "_step_program", None)
+        if not self.use_cache or program_of is None:
+            return None
+        program = program_of(self.cache)
+        if program is None or not program.can_feed_back(pad_id):
+            return None
+        t = self.cache.t
+        last = program.greedy(ys, done, 1, ys.shape[1], t, eos_id, pad_id)
+        self.cache.t = t + last  # columns 1 .. last were fed
+        return last
+
 
 def greedy_decode(model, src_ids, max_len: int, sos_id: int, eos_id: int, pad_id: Optional[int] = None,
                   use_cache: bool = True) -> Tensor:
@@ -108,6 +123,9 @@ def greedy_decode(model, src_ids, max_len: int, sos_id: int, eos_id: int, pad_id
         step = _Stepper(model, src, max_len, use_cache)
         ys = np.full((B, 1 + max_len), sos_id, dtype=np.int64)  # filled column by column (no copy per token)
         done = np.zeros(B, dtype=bool)
+        last = step.greedy(ys, done, eos_id, pad_id)  # the whole loop below in one kernel call, when it applies
+        if last is not None:
+            return Tensor._wrap(ys[:, :last + 1].copy())
         n_done = 0
         for n in range(1, max_len + 1):
             nxt = step.logits(ys[:, :n]).argmax(-1)  # the most likely token: argmax of the logits, as torch's loop

@@ -58,6 +58,28 @@ def test_greedy_rows_stop_at_their_own_eos():
     assert ys.shape[1] == (1 + 6 if None in ends else max(ends) + 1)
 
 
+def test_greedy_is_one_kernel_call_unless_pad_is_outside_the_vocabulary(monkeypatch):
+    """Our models' cached greedy loop runs in decode_model_greedy; a pad_id
+    that is no row of the embedding cannot be fed back there, so the loop
+    over decode_step runs instead, and refuses it when fed (as the uncached
+    loop does)."""
+    import ctransformer.kernels as K
+    calls = []
+    kernel = K.decode_model_greedy
+    monkeypatch.setattr(K, "decode_model_greedy", lambda *a: calls.append(a[2:4]) or kernel(*a))
+    m = model()
+    eos = 7  # a token these rows pick, at different steps
+    got = decoding.greedy_decode(m, SRC, 7, SOS, eos)._data
+    assert calls == [(1, 8)]
+    np.testing.assert_array_equal(got, decoding.greedy_decode(m, SRC, 7, SOS, eos, use_cache=False)._data)
+    # rows 0 and 2 finish first, so pad 9 (no row of the 9-token embedding) is fed: refused by the step
+    with pytest.raises(IndexError, match=r"decode_model_step: ids\[0\] = 9 is out of range; expected 0 <= id < 9"):
+        decoding.greedy_decode(m, SRC, 7, SOS, eos, pad_id=9)
+    assert len(calls) == 1
+    with pytest.raises(IndexError, match="= 9 is out of range"):
+        decoding.greedy_decode(m, SRC, 7, SOS, eos, pad_id=9, use_cache=False)
+
+
 def test_batched_equals_one_by_one_with_mixed_source_lengths():
     m = model()
     batch_g = decoding.greedy_decode(m, SRC, 6, SOS, EOS)._data

@@ -109,11 +109,12 @@ static PyObject *ct_decode_plan_new(ct_held *held, const ct_decode_layer *L, int
 }
 
 /* The plans of decode_model_step: a tuple of decode_layer_plan objects of
- * dtype t for B rows of E features, each with pos < its Tmax, no two sharing
+ * dtype t for B rows of E features, each with pos < its Tmax (pos_what
+ * names pos in the message), no two sharing
  * a cache; their layers and caches into layers / caches.  Returns their
  * number, or -1 with an exception set. */
 static int ct_decode_plans(PyObject *plans, const char *fn, int t, npy_intp B, npy_intp E, long long pos,
-                           const ct_decode_layer **layers, void **caches)
+                           const char *pos_what, const ct_decode_layer **layers, void **caches)
 {
     if (plans == NULL || !PyTuple_Check(plans)) {
         PyErr_Format(PyExc_TypeError, "%s: plans must be a tuple of decode_layer_plan objects, got %s", fn,
@@ -146,8 +147,8 @@ static int ct_decode_plans(PyObject *plans, const char *fn, int t, npy_intp B, n
             return -1;
         }
         if (pos >= p->L.Tmax) {
-            PyErr_Format(PyExc_IndexError, "%s: pos must be in [0, %zd) (a slot of plans[%zd]'s cache), got %lld",
-                         fn, (Py_ssize_t)p->L.Tmax, i, pos);
+            PyErr_Format(PyExc_IndexError, "%s: %s must be in [0, %zd) (a slot of plans[%zd]'s cache), got %lld",
+                         fn, pos_what, (Py_ssize_t)p->L.Tmax, i, pos);
             return -1;
         }
         for (Py_ssize_t j = 0; j < i; j++)
@@ -159,4 +160,31 @@ static int ct_decode_plans(PyObject *plans, const char *fn, int t, npy_intp B, n
         caches[2 * i] = p->cache_k, caches[2 * i + 1] = p->cache_v;
     }
     return (int)n;
+}
+
+/* ---- decode_model_greedy ---------------------------------------------------- */
+
+/* a has exactly ndim dimensions, else ValueError (0 / -1). */
+static int check_ndim(PyArrayObject *a, const char *fn, const char *arg, int ndim)
+{
+    if (PyArray_NDIM(a) == ndim) return 0;
+    PyErr_Format(PyExc_ValueError, "%s: %s must be %d-D, got %d-D", fn, arg, ndim, PyArray_NDIM(a));
+    return -1;
+}
+
+/* Column col of ys (B, L) int64 holds ids in [0, V) (the first ones fed),
+ * else IndexError (0 / -1). */
+static int check_greedy_ids(PyArrayObject *ys, const char *fn, npy_intp col, npy_intp V)
+{
+    const int64_t *v = (const int64_t *)PyArray_DATA(ys);
+    npy_intp B = PyArray_DIM(ys, 0), L = PyArray_DIM(ys, 1);
+    for (npy_intp b = 0; b < B; b++) {
+        int64_t id = v[b * L + col];
+        if (id < 0 || id >= V) {
+            PyErr_Format(PyExc_IndexError, "%s: ys[%zd, %zd] = %lld is out of range; expected 0 <= id < %zd "
+                         "(a row of emb)", fn, (Py_ssize_t)b, (Py_ssize_t)col, (long long)id, (Py_ssize_t)V);
+            return -1;
+        }
+    }
+    return 0;
 }

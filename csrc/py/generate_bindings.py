@@ -129,7 +129,8 @@ def split_top(spec: str) -> List[str]:
 
 
 # ---------------------------------------------------------------- body steps
-DTYPES = {"float": "CT_ANY_FLOAT", "bool": "NPY_BOOL", "ids": "CT_IDS", "f64": "NPY_FLOAT64", "t": "t"}
+DTYPES = {"float": "CT_ANY_FLOAT", "bool": "NPY_BOOL", "ids": "CT_IDS", "f64": "NPY_FLOAT64", "i64": "NPY_INT64",
+          "t": "t"}
 
 
 def dim(axis: Union[int, str], expected: str, what: str) -> str:

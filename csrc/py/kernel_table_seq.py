@@ -240,46 +240,102 @@ holds the old one (make a new plan).
     *layer_checks(rows_from_x=False),
     "ct_decode_plan_new(&held, &L, t, cache_k, cache_v)"])
 
-kernel("decode_model_step", "decode",
-       "ids, pos: int, emb, scale: float, pe, plans: object[tuple], norm_weight: array?, norm_bias: array?, "
-       "eps: float, out_w, out_b: array?, final_norm: bool = True", """
-One token per row through a whole decoder in one call (eval: no dropout):
-ids (B,) in [0, V) at position pos -> logits (B, V_out).
+MODEL_ARGS = ("emb, scale: float, pe, plans: object[tuple], norm_weight: array?, norm_bias: array?, eps: float, "
+              "out_w, out_b: array?, final_norm: bool = True")
 
-x = emb[ids] * scale + pe[pos] (emb (V, E), pe (P, E), both of the
+
+def model_checks(row_steps, count, pos_range, last_what):
+    """The checks of decode_model_step's model arguments and the ct_decode_model
+    `model` they make, for B rows (row_steps define B) fed at `count`
+    positions from pos (a C expression; pos_range: C format and arguments that
+    name them in the message; last_what names the last one)."""
+    return [
+        C('if (final_norm && ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
+        float_type("emb"),
+        In("emb", "t", 2),
+        C("npy_intp V = PyArray_DIM(emb, 0), E = PyArray_DIM(emb, 1);"),
+        *row_steps,
+        In("pe", "t", 2, [dim(1, "E", "emb.shape[1]")]),
+        C(f"""if (pos < 0 || pos >= PyArray_DIM(pe, 0) || {count} > PyArray_DIM(pe, 0) - pos) {{
+        PyErr_Format(PyExc_IndexError, "%s: {pos_range[0]}", fn, (Py_ssize_t)PyArray_DIM(pe, 0), {pos_range[1]});
+        goto fail;
+    }}
+    long long last_pos = pos + {count} - 1; /* < P: no overflow */"""),
+        row_vector("norm_weight", "E", "emb.shape[1]"),
+        row_vector("norm_bias", "E", "emb.shape[1]"),
+        In("out_w", "t", 2, [dim(1, "E", "emb.shape[1]")]),
+        C("npy_intp V_out = PyArray_DIM(out_w, 0);"),
+        row_vector("out_b", "V_out", "out_w.shape[0]"),
+        C(f"""const ct_decode_layer *layers[CT_DECODE_MAX_LAYERS];
+    void *caches[2 * CT_DECODE_MAX_LAYERS];
+    int n_layers = ct_decode_plans(o_plans, fn, t, B, E, last_pos, "{last_what}", layers, caches);
+    if (n_layers < 0) goto fail;
+    ct_decode_model model = {{layers, caches, n_layers, CT_DATA(emb), CT_DATA(pe), CT_DATA(norm_weight),
+                             CT_DATA(norm_bias), CT_DATA(out_w), CT_DATA(out_b), scale, eps, final_norm,
+                             B, E, V_out}};""")]
+
+
+MODEL_DOC = """x = emb[ids] * scale + pe[pos] (emb (V, E), pe (P, E), both of the
 layers' dtype); each plan of ``plans`` (decode_layer_plan, all for B rows
 of E features) runs decode_layer_step on x, writing slot pos of its cache;
 then the final LayerNorm when ``final_norm`` (norm_weight, norm_bias (E)
-or None, eps) and out_w (V_out, E), out_b (V_out) or None.  The same
+or None, eps) and out_w (V_out, E), out_b (V_out) or None."""
+
+kernel("decode_model_step", "decode", "ids, pos: int, " + MODEL_ARGS, """
+One token per row through a whole decoder in one call (eval: no dropout):
+ids (B,) in [0, V) at position pos -> logits (B, V_out).
+
+""" + MODEL_DOC + """  The same
 bits as those kernels called one by one.
 """, ARRAY, [
-    C('if (final_norm && ct_check_eps(eps, fn, ">= 0 and finite")) goto fail;'),
-    float_type("emb"),
-    In("emb", "t", 2),
-    C("npy_intp V = PyArray_DIM(emb, 0), E = PyArray_DIM(emb, 1);"),
-    In("ids", "ids", 1, ['ct_check_ids(@, fn, "ids", 0, V, 0, 0)']),
-    C("npy_intp B = PyArray_DIM(ids, 0);"),
-    In("pe", "t", 2, [dim(1, "E", "emb.shape[1]")]),
-    C("""if (pos < 0 || pos >= PyArray_DIM(pe, 0)) {
-        PyErr_Format(PyExc_IndexError, "%s: pos must be in [0, %zd) (a row of pe), got %lld", fn,
-                     (Py_ssize_t)PyArray_DIM(pe, 0), pos);
-        goto fail;
-    }"""),
-    row_vector("norm_weight", "E", "emb.shape[1]"),
-    row_vector("norm_bias", "E", "emb.shape[1]"),
-    In("out_w", "t", 2, [dim(1, "E", "emb.shape[1]")]),
-    C("npy_intp V_out = PyArray_DIM(out_w, 0);"),
-    row_vector("out_b", "V_out", "out_w.shape[0]"),
-    C("""const ct_decode_layer *layers[CT_DECODE_MAX_LAYERS];
-    void *caches[2 * CT_DECODE_MAX_LAYERS];
-    int n_layers = ct_decode_plans(o_plans, fn, t, B, E, pos, layers, caches);
-    if (n_layers < 0) goto fail;
-    ct_decode_model model = {layers, caches, n_layers, CT_DATA(emb), CT_DATA(pe), CT_DATA(norm_weight),
-                             CT_DATA(norm_bias), CT_DATA(out_w), CT_DATA(out_b), scale, eps, final_norm,
-                             B, E, V_out};"""),
+    *model_checks([In("ids", "ids", 1, ['ct_check_ids(@, fn, "ids", 0, V, 0, 0)']),
+                   C("npy_intp B = PyArray_DIM(ids, 0);")],
+                  "1", ("pos must be in [0, %zd) (a row of pe), got %lld", "pos"), "pos"),
     Out("logits", shape=("2", "((npy_intp[2]){B, V_out})")),
     Call("decode_model_step", "logits, ids, pos, &model", alloc=True),
     ("logits",)])
+
+kernel("decode_model_greedy", "decode",
+       "ys, done, start: int, stop: int, pos: int, eos_id: int, pad_id: int, " + MODEL_ARGS, """
+Greedy decoding in one call: decode_model_step of the ids in column n - 1
+of ys at position pos + n - start, then column n of ys <- each row's
+argmax of the logits (NumPy's: the first maximum, the first NaN if any),
+or pad_id for a row that is done; done[b] |= (ys[b, n] == eos_id); for
+n = start .. stop - 1, or until every row is done.  Returns the last
+column written.
+
+ys (B, L) int64, written in place (1 <= start < stop <= L; column start - 1
+holds ids in [0, V)); done (B,) bool, read and updated in place.  An id
+picked is fed back, so out_w.shape[0] (V_out) must be <= V and pad_id in
+[0, V).  The same tokens and cache writes as the loop over
+decode_model_step and NumPy's argmax.
+
+""" + MODEL_DOC + "\n", "int", [
+    C("ct_int last = 0;"),
+    *model_checks([InPlace("ys", "i64", checks=["check_ndim(@, fn, \"@\", 2)"]),
+                   C("""npy_intp B = PyArray_DIM(ys, 0), L = PyArray_DIM(ys, 1);
+    if (start < 1 || stop <= start || stop > L) {
+        PyErr_Format(PyExc_ValueError, "%s: start and stop must satisfy 1 <= start < stop <= %zd (ys.shape[1]), "
+                     "got start %lld, stop %lld", fn, (Py_ssize_t)L, start, stop);
+        goto fail;
+    }
+    if (check_greedy_ids(ys, fn, start - 1, V)) goto fail;"""),
+                   InPlace("done", "bool", checks=["check_ndim(@, fn, \"@\", 1)", dim(0, "B", "ys.shape[0]")]),
+                   C("""if (pad_id < 0 || pad_id >= V) {
+        PyErr_Format(PyExc_ValueError, "%s: pad_id must be in [0, %zd) (a row of emb: it is fed back), got %lld",
+                     fn, (Py_ssize_t)V, pad_id);
+        goto fail;
+    }""")],
+                  "(stop - start)",
+                  ("positions pos .. pos + stop - start - 1 must be in [0, %zd) (rows of pe), got pos %lld for "
+                   "%lld positions", "pos, (stop - start)"), "the last position pos + stop - start - 1"),
+    C("""if (V_out > V) {
+        PyErr_Format(PyExc_ValueError, "%s: out_w.shape[0] must be <= %zd (emb.shape[0]): a picked id is fed back, "
+                     "got %zd", fn, (Py_ssize_t)V, (Py_ssize_t)V_out);
+        goto fail;
+    }"""),
+    Call("decode_model_greedy", "&last, ys, done, L, start, stop, pos, eos_id, pad_id, &model", alloc=True),
+    "PyLong_FromSsize_t((Py_ssize_t)last)"])
 
 # ------------------------------------------------------------------ optim
 # Parameters and state are updated in place (InPlace: C-contiguous, writeable);

@@ -350,6 +350,32 @@ def decode_model_step(ids: np.ndarray, pos: int, emb: np.ndarray, scale: float, 
     return _C.decode_model_step(ids, pos, emb, scale, pe, plans, norm_weight, norm_bias, eps, out_w, out_b, final_norm)
 
 
+def decode_model_greedy(ys: np.ndarray, done: np.ndarray, start: int, stop: int, pos: int, eos_id: int,
+                        pad_id: int, emb: np.ndarray, scale: float, pe: np.ndarray, plans: tuple,
+                        norm_weight: Optional[np.ndarray], norm_bias: Optional[np.ndarray], eps: float,
+                        out_w: np.ndarray, out_b: Optional[np.ndarray], final_norm: bool = True) -> int:
+    """Greedy decoding in one call: decode_model_step of the ids in column n - 1
+    of ys at position pos + n - start, then column n of ys <- each row's
+    argmax of the logits (NumPy's: the first maximum, the first NaN if any),
+    or pad_id for a row that is done; done[b] |= (ys[b, n] == eos_id); for
+    n = start .. stop - 1, or until every row is done.  Returns the last
+    column written.
+
+    ys (B, L) int64, written in place (1 <= start < stop <= L; column start - 1
+    holds ids in [0, V)); done (B,) bool, read and updated in place.  An id
+    picked is fed back, so out_w.shape[0] (V_out) must be <= V and pad_id in
+    [0, V).  The same tokens and cache writes as the loop over
+    decode_model_step and NumPy's argmax.
+
+    x = emb[ids] * scale + pe[pos] (emb (V, E), pe (P, E), both of the
+    layers' dtype); each plan of ``plans`` (decode_layer_plan, all for B rows
+    of E features) runs decode_layer_step on x, writing slot pos of its cache;
+    then the final LayerNorm when ``final_norm`` (norm_weight, norm_bias (E)
+    or None, eps) and out_w (V_out, E), out_b (V_out) or None.
+    """
+    return _C.decode_model_greedy(ys, done, start, stop, pos, eos_id, pad_id, emb, scale, pe, plans, norm_weight, norm_bias, eps, out_w, out_b, final_norm)
+
+
 def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buffer: Optional[np.ndarray], lr: float,
              momentum: float = 0.0, dampening: float = 0.0, nesterov: bool = False,
              weight_decay: float = 0.0, maximize: bool = False, first_step: bool = False) -> None:

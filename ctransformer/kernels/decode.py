@@ -16,6 +16,9 @@ A cache is a pair of C-contiguous arrays ``cache_k`` (B, H, Tmax, Dh) and
 * A whole decoder per call (:func:`decode_model_step`): the embedding, every
   layer (each checked once into a plan by :func:`decode_layer_plan`), the
   final norm and the output Linear of one token, the same bits again.
+* Greedy decoding per call (:func:`decode_model_greedy`): decode_model_step
+  token after token, each row's argmax fed back, until every row emitted
+  eos or the columns run out.
 
 ``key_padding_mask`` follows torch's ``key_padding_mask`` polarity:
 **True = the slot is padding and is ignored**.  A row with no visible key
@@ -28,10 +31,10 @@ from typing import Union
 import numpy as np
 
 from ._bindings import (attend_step, cache_reorder, decode_layer_plan, decode_layer_step, decode_linear,
-                        decode_model_step, kv_cache_append)
+                        decode_model_greedy, decode_model_step, kv_cache_append)
 
 __all__ = ["kv_cache_append", "attend_step", "cache_reorder", "decode_linear", "decode_layer_step",
-           "decode_layer_plan", "decode_model_step"]
+           "decode_layer_plan", "decode_model_step", "decode_model_greedy"]
 
 #: an int, or one int per row
 RowInts = Union[int, np.ndarray]

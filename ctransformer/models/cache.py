@@ -302,6 +302,21 @@ class StepProgram:
         """ids (B,) at position t -> logits (B, V)."""
         return K.decode_model_step(ids, t, *self.args)
 
+    def can_feed_back(self, pad_id: int) -> bool:
+        """Whether greedy() applies: every id it may feed back (an argmax over
+        the logits, or pad_id) is a row of the embedding."""
+        n_ids, n_logits = self.args[0].shape[0], self.args[-3].shape[0]  # emb (V, E), out_w (V_out, E)
+        return n_logits <= n_ids and 0 <= pad_id < n_ids
+
+    def greedy(self, ys: Arr, done: Arr, start: int, stop: int, t: int, eos_id: int, pad_id: int) -> int:
+        """Columns start .. stop - 1 of ys (B, L) int64 by greedy decoding
+        from position t, in one decode_model_greedy call (the loop of
+        decoding.greedy_decode, same tokens): each step feeds column n - 1
+        and writes each row's argmax, pad_id once the row is done (done (B,)
+        bool, updated); stops after the column where every row is done.
+        Returns the last column written."""
+        return K.decode_model_greedy(ys, done, start, stop, t, eos_id, pad_id, *self.args)
+
 
 def _layer_plans(layers, cache: "DecoderCache", dtype) -> Optional[tuple]:
     """decode_layer_plan of every layer over its cache (and memory), or None

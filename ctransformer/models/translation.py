@@ -3,7 +3,7 @@ built from nn.Transformer's layers, batch first)."""
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -15,8 +15,8 @@ from ..nn.modules import Embedding, LayerNorm, Linear
 from ..nn.transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
 from ..tensor import Tensor
 from ._storage import gather_parameters
-from .cache import (DecoderCache, SelfCache, cached_program, cross_kv, decoder_layer_step, embed_step, norm_step,
-                    output_step, step_program)
+from .cache import (DecoderCache, SelfCache, StepProgram, cached_program, cross_kv, decoder_layer_step, embed_step,
+                    norm_step, output_step, step_program)
 
 
 def _ids(x, fn: str, arg: str) -> Tensor:
@@ -133,6 +133,12 @@ class TranslationTransformer(Module):
         """(embedding scale, positional table) of a decoding step."""
         return math.sqrt(self.d_model), self.pos_encoder.pe._data
 
+    def _step_program(self, cache: DecoderCache) -> Optional[StepProgram]:
+        """The cache's one-call decoding step (built at its first use), or None
+        when some part of the model needs the module-by-module step."""
+        return cached_program(cache, lambda: step_program(self.tgt_embed, *self._step_scale_pe(), self.decoder.layers,
+                                                          self.decoder.norm, self.generator, cache))
+
     def decode_step(self, tokens, cache: DecoderCache) -> Tensor:
         """Feed one target token per row: tokens (B,) ids at position
         ``cache.t`` -> logits (B, tgt_vocab) of the next token.  Eval
@@ -145,8 +151,7 @@ class TranslationTransformer(Module):
         if t >= cache.max_len:
             raise IndexError(f"TranslationTransformer.decode_step: the cache holds {cache.max_len} tokens; "
                              f"position {t} is past its end")
-        prog = cached_program(cache, lambda: step_program(self.tgt_embed, *self._step_scale_pe(), self.decoder.layers,
-                                                          self.decoder.norm, self.generator, cache))
+        prog = self._step_program(cache)
         with no_grad():
             if prog is not None:
                 logits = Tensor._wrap(prog.run(tok._data, t))
