@@ -92,19 +92,30 @@ class _Stepper:
             self.cache.reorder(rows)
 
     def greedy(self, ys: np.ndarray, done: np.ndarray, eos_id: int, pad_id: int) -> Optional[int]:
-        """greedy_decode's loop over columns 1 .. L - 1 of ys (B, L) in one
-        kernel call, when the model's cached step is one (its StepProgram):
-        the last column written.  None (nothing done) otherwise."""
+        """greedy_decode's loop over columns 1 .. L - 1 of ys (B, L) in kernel
+        calls of _GREEDY_CHUNK tokens, when the model's cached step is one
+        (its StepProgram): the last column written.  None (nothing done)
+        otherwise."""
         program_of = getattr(self.model, "_step_program", None)
         if not self.use_cache or program_of is None:
             return None
         program = program_of(self.cache)
         if program is None or not program.can_feed_back(pad_id):
             return None
-        t = self.cache.t
-        last = program.greedy(ys, done, 1, ys.shape[1], t, eos_id, pad_id)
-        self.cache.t = t + last  # columns 1 .. last were fed
-        return last
+        start, L = 1, ys.shape[1]
+        while True:
+            stop = min(L, start + _GREEDY_CHUNK)
+            last = program.greedy(ys, done, start, stop, self.cache.t, eos_id, pad_id)
+            self.cache.t += last - start + 1  # columns start .. last were fed
+            if stop == L or done.all():  # no column left, or every row done (the kernel stopped there)
+                return last
+            start = stop
+
+
+# Tokens per decode_model_greedy call: the kernel runs without the interpreter,
+# so Ctrl-C (KeyboardInterrupt) is seen between calls; one call per 16 tokens
+# costs ~1 us a token of argument checks.
+_GREEDY_CHUNK = 16
 
 
 def greedy_decode(model, src_ids, max_len: int, sos_id: int, eos_id: int, pad_id: Optional[int] = None,

@@ -80,6 +80,21 @@ def test_greedy_is_one_kernel_call_unless_pad_is_outside_the_vocabulary(monkeypa
         decoding.greedy_decode(m, SRC, 7, SOS, eos, pad_id=9, use_cache=False)
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 3, 16])
+def test_greedy_in_chunks_of_kernel_calls(monkeypatch, chunk):
+    """The kernel loop runs _GREEDY_CHUNK tokens per call (Ctrl-C is seen
+    between calls): the same tokens whatever the chunk, rows finishing in
+    different chunks included, and the cache's position counts every token."""
+    m = model()
+    want = decoding.greedy_decode(m, SRC, 7, SOS, 7, use_cache=False)._data
+    monkeypatch.setattr(decoding, "_GREEDY_CHUNK", chunk)
+    np.testing.assert_array_equal(decoding.greedy_decode(m, SRC, 7, SOS, 7)._data, want)
+    stepper = decoding._Stepper(m.eval(), decoding._src(SRC), 7, True)
+    ys = np.full((3, 8), SOS, dtype=np.int64)
+    last = stepper.greedy(ys, np.zeros(3, bool), -1, PAD)  # no eos: every column
+    assert last == 7 and stepper.cache.t == 7
+
+
 def test_batched_equals_one_by_one_with_mixed_source_lengths():
     m = model()
     batch_g = decoding.greedy_decode(m, SRC, 6, SOS, EOS)._data
