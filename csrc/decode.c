@@ -504,7 +504,7 @@ static ct_int FN(row_argmax)(const real *row, ct_int n)
  *     logits   = decode_model_step(ys[:, n - 1], pos0 + n - start)   (B, V_out)
  *     ys[b, n] = done[b] ? pad_id : argmax(logits[b])   (row_argmax: NumPy's)
  *     done[b] |= ys[b, n] == eos_id
- *   through column stop - 1, or the first column after which every row is done.
+ *   through column stop - 1, or the first column after which every row (of B > 0) is done.
  * Every id fed must be a row of emb: the caller ensures V_out <= V and
  * 0 <= pad_id < V.  The same kernels, ids and bits as the loop calling
  * decode_model_step per token; without the interpreter, NumPy's argmax and
@@ -531,7 +531,7 @@ int FN(decode_model_greedy)(ct_int *last, int64_t *ys, unsigned char *done, ct_i
             finished += done[b] != 0;
         }
         *last = n;
-        if (finished == B) break;
+        if (finished == B && B > 0) break; /* (no rows: every column, as the loop) */
     }
     free(logits);
     free(ids);

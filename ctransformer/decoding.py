@@ -107,7 +107,7 @@ class _Stepper:
             stop = min(L, start + _GREEDY_CHUNK)
             last = program.greedy(ys, done, start, stop, self.cache.t, eos_id, pad_id)
             self.cache.t += last - start + 1  # columns start .. last were fed
-            if stop == L or done.all():  # no column left, or every row done (the kernel stopped there)
+            if stop == L or (done.size and done.all()):  # no column left, or every row done: the kernel stopped
                 return last
             start = stop
 
@@ -255,7 +255,7 @@ def beam_search(model, src_ids, beam_size: int, max_len: int, sos_id: int, eos_i
         norm = scores / _length_penalty(lengths.reshape(B, k), length_penalty)
         norm = np.where(np.isneginf(scores), -np.inf, norm)
         order = np.argsort(-norm, axis=1, kind="stable")
-        ys = ys.reshape(B, k, -1)
+        ys = ys.reshape(B, k, ys.shape[-1])  # (no -1: B may be 0)
         ranked = np.take_along_axis(ys, order[:, :, None], axis=1)
         ranked_scores = np.take_along_axis(norm, order, axis=1)
     if return_all:

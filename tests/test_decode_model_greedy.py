@@ -171,3 +171,11 @@ def test_bad_greedy_input(small):
         np.testing.assert_array_equal(k, k0)
         np.testing.assert_array_equal(v, v0)
     assert not ys.any() and not done.any()
+
+
+def test_no_rows_runs_every_column(rng):
+    """With 0 rows nothing is ever done (the loop stops only once some row
+    is): every column, as greedy_decode's loop."""
+    layers, caches, _, top = parts(rng, np.float32, 0, False)
+    ys, done = np.zeros((0, 4), np.int64), np.zeros(0, bool)
+    assert greedy(ys, done, 1, 4, 0, 1, 0, plans_of(layers, caches, None, False, "relu"), top) == 3

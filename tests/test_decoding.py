@@ -95,6 +95,16 @@ def test_greedy_in_chunks_of_kernel_calls(monkeypatch, chunk):
     assert last == 7 and stepper.cache.t == 7
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_no_source_rows(use_cache):
+    """A batch of 0 sources decodes to 0 rows (the uncached loop's shapes: every column)."""
+    m = model()
+    empty = np.zeros((0, 5), np.int64)
+    assert decoding.greedy_decode(m, empty, 6, SOS, EOS, use_cache=use_cache).shape == (0, 7)
+    toks, scores = decoding.beam_search(m, empty, 3, 6, SOS, EOS, use_cache=use_cache, return_all=True)
+    assert toks.shape[:2] == (0, 3) and scores.shape == (0, 3)
+
+
 def test_batched_equals_one_by_one_with_mixed_source_lengths():
     m = model()
     batch_g = decoding.greedy_decode(m, SRC, 6, SOS, EOS)._data

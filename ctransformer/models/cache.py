@@ -46,7 +46,7 @@ def _proj(attn) -> Tuple[Arr, Arr, Arr, Optional[Arr], Optional[Arr], Optional[A
 
 def _heads(x: Arr, H: int) -> Arr:
     """(B, E) -> (B, H, Dh)."""
-    return x.reshape(x.shape[0], H, -1)
+    return x.reshape(x.shape[0], H, x.shape[-1] // H)  # (no -1: B may be 0)
 
 
 def _linear(x: Arr, lin) -> Arr:
@@ -151,7 +151,7 @@ def cross_kv(attn, memory: Arr) -> Tuple[Arr, Arr]:
     H = attn.num_heads
 
     def heads(x):  # (B, S, E') -> (B, H, S, E' / H)
-        return np.ascontiguousarray(x.reshape(B, S, H, -1).transpose(0, 2, 1, 3))
+        return np.ascontiguousarray(x.reshape(B, S, H, x.shape[-1] // H).transpose(0, 2, 1, 3))  # (no -1: B may be 0)
 
     if attn.in_proj_weight is not None:
         E = attn.embed_dim
