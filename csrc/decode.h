@@ -69,6 +69,7 @@ int FN(attend_step)(real *out, const real *q_t, const real *cache_k, const real 
                     ct_int B, ct_int H, ct_int Tmax, ct_int Dh, ct_int Dv);
 void FN(cache_reorder)(real *out, const real *cache, const int64_t *rows, ct_int B_out,
                        ct_int H, ct_int Tmax, ct_int D, ct_int length);
+int FN(cache_permute)(real *cache, const int64_t *rows, ct_int B, ct_int H, ct_int Tmax, ct_int D, ct_int length);
 int FN(decode_layer_step)(real *out, const real *x, real *cache_k, real *cache_v, ct_int pos,
                           const ct_decode_layer *L);
 int FN(decode_model_step)(real *logits, const int64_t *ids, ct_int pos, const ct_decode_model *m);

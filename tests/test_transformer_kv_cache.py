@@ -1,4 +1,4 @@
-"""KV-cache decoding kernels (kv_cache_append, attend_step, cache_reorder):
+"""KV-cache decoding kernels (kv_cache_append, attend_step, cache_reorder, cache_permute):
 NumPy reference, agreement with full causal attention, masks, bad input."""
 import numpy as np
 import pytest
@@ -128,6 +128,37 @@ def test_cache_reorder(rng, dtype):
     np.testing.assert_array_equal(part[:, :, :3], ck[rows][:, :, :3])
     assert np.all(part[:, :, 3:] == 0)
     assert K.cache_reorder(ck, np.array([], np.int64)).shape == (0, 2, 6, 4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [[2, 0, 0, 3], [0, 1, 2, 3], [3, 2, 1, 0], [1, 1, 1, 1]])
+def test_cache_permute_is_cache_reorder_in_place(rng, dtype, rows):
+    """Row i gets old row rows[i] over the first `length` slots, rows that
+    are both a source and overwritten included; the rest is untouched."""
+    rows = np.array(rows)
+    for length in (0, 3, 6):
+        cache = rng.standard_normal((4, 2, 6, 5)).astype(dtype)
+        want = cache.copy()
+        want[:, :, :length] = K.cache_reorder(cache, rows, length)[:, :, :length]
+        assert K.cache_permute(cache, rows, length) is None
+        np.testing.assert_array_equal(cache, want)
+
+
+def test_cache_permute_bad_input(rng):
+    cache = np.zeros((3, 2, 6, 4), np.float32)
+    with pytest.raises(ValueError, match=r"cache_permute: rows.shape\[0\] must be 3 \(cache.shape\[0\]\), got 2"):
+        K.cache_permute(cache, np.array([0, 1]), 2)
+    with pytest.raises(IndexError, match=r"cache_permute: rows\[1\] = 3 is out of range; expected 0 <= id < 3"):
+        K.cache_permute(cache, np.array([0, 3, 1]), 2)
+    with pytest.raises(ValueError, match=r"cache_permute: length must be in \[0, 6\] \(cache.shape\[2\]\), got 7"):
+        K.cache_permute(cache, np.array([0, 1, 2]), 7)
+    with pytest.raises(ValueError, match="cache_permute: cache must be 4-D, got 3-D"):
+        K.cache_permute(cache[0], np.array([0, 1]), 2)
+    with pytest.raises(ValueError, match="cache_permute: cache is updated in place, so it must be a C-contiguous"):
+        K.cache_permute(cache[:, :, ::2], np.array([0, 1, 2]), 2)
+    with pytest.raises(TypeError, match="cache_permute: cache must have dtype float32 or float64, got int64"):
+        K.cache_permute(np.zeros((3, 2, 6, 4), np.int64), np.array([0, 1, 2]), 2)
+    assert not cache.any()
 
 
 def test_empty_shapes(rng):

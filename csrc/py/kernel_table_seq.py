@@ -101,6 +101,24 @@ differ from B_in (e.g. expanding a batch to batch x beams).
     Call("cache_reorder", "out, cache, rows, shape[0], H, Tmax, D, length"),
     ("out",)])
 
+kernel("cache_permute", "decode", "cache, rows, length: int", '''
+cache_reorder in place, for as many rows as the cache has (beam search's
+re-ranking): cache (B, H, Tmax, D), rows (B,) ints in [0, B); afterwards
+cache[i, :, :length] holds what cache[rows[i], :, :length] held before, for
+every i (0 <= length <= Tmax).  Only rows with rows[i] != i are written.
+''', "None", [
+    InPlace("cache", "float", checks=["check_ndim(@, fn, \"@\", 4)"]),
+    C('''npy_intp B = PyArray_DIM(cache, 0), H = PyArray_DIM(cache, 1), Tmax = PyArray_DIM(cache, 2);
+    npy_intp D = PyArray_DIM(cache, 3);'''),
+    In("rows", "ids", 1, [dim(0, "B", "cache.shape[0]"), 'ct_check_ids(@, fn, "rows", 0, B, 0, 0)']),
+    C('''if (length < 0 || length > Tmax) {
+        PyErr_Format(PyExc_ValueError, "%s: length must be in [0, %zd] (cache.shape[2]), got %lld", fn,
+                     (Py_ssize_t)Tmax, length);
+        goto fail;
+    }'''),
+    Call("cache_permute", "cache, rows, B, H, Tmax, D, length", alloc=True),
+    ("None",)])
+
 kernel("decode_linear", "decode", "x, w, bias: array? = None", '''
 ``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
 w (N, K), bias (N) or None -> (..., N).  Up to 8 rows (a sentence, or its

@@ -263,6 +263,15 @@ def cache_reorder(cache: np.ndarray, rows: np.ndarray, length: Optional[int] = N
     return _C.cache_reorder(cache, rows, length)
 
 
+def cache_permute(cache: np.ndarray, rows: np.ndarray, length: int) -> None:
+    """cache_reorder in place, for as many rows as the cache has (beam search's
+    re-ranking): cache (B, H, Tmax, D), rows (B,) ints in [0, B); afterwards
+    cache[i, :, :length] holds what cache[rows[i], :, :length] held before, for
+    every i (0 <= length <= Tmax).  Only rows with rows[i] != i are written.
+    """
+    return _C.cache_permute(cache, rows, length)
+
+
 def decode_linear(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray] = None) -> np.ndarray:
     """``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
     w (N, K), bias (N) or None -> (..., N).  Up to 8 rows (a sentence, or its

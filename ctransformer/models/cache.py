@@ -121,11 +121,8 @@ class SelfCache:
     def permute(self, rows: Arr, length: int) -> None:
         """reorder for as many rows as there are, in place: only the rows
         that change are copied (beam search keeps most beams in place)."""
-        moved = np.flatnonzero(rows != np.arange(len(rows)))
-        if moved.size:
-            src = rows[moved]
-            self.k[moved, :, :length] = self.k[src, :, :length]  # (the right side is a copy)
-            self.v[moved, :, :length] = self.v[src, :, :length]
+        K.cache_permute(self.k, rows, length)
+        K.cache_permute(self.v, rows, length)
 
 
 def self_attn_step(attn, x: Arr, cache: SelfCache, t: int) -> Arr:
