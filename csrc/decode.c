@@ -551,8 +551,7 @@ int FN(decode_model_greedy)(ct_int *last, int64_t *ys, unsigned char *done, ct_i
     *last = start - 1;
     for (ct_int n = start; n < stop && status == 0; n++) {
         for (ct_int b = 0; b < B; b++) ids[b] = ys[b * L + n - 1];
-        status = FN(decode_model_step)(logits, ids, pos0 + n - start, m);
-        if (status != 0) break;
+        if ((status = FN(decode_model_step)(logits, ids, pos0 + n - start, m)) != 0) break;
         ct_int finished = 0;
         for (ct_int b = 0; b < B; b++) {
             int64_t next = done[b] ? pad_id : (int64_t)FN(row_argmax)(logits + b * V_out, V_out);

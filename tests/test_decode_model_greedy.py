@@ -139,7 +139,7 @@ def test_bad_greedy_input(small):
         call(ys=ys.astype(np.int32))
     with pytest.raises(ValueError, match="decode_model_greedy: ys is updated in place, so it must be a C-contiguous"):
         call(ys=np.zeros((4, 2), np.int64).T)
-    with pytest.raises(ValueError, match="decode_model_greedy: ys must be 2-D, got 1-D"):
+    with pytest.raises(ValueError, match="decode_model_greedy: ys must have 2 dimensions, got 1"):
         call(ys=np.zeros(4, np.int64))
     for start, stop in ((0, 4), (2, 2), (1, 5)):
         with pytest.raises(ValueError, match=r"decode_model_greedy: start and stop must satisfy 1 <= start < stop <= "

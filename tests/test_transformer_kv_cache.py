@@ -152,7 +152,7 @@ def test_cache_permute_bad_input(rng):
         K.cache_permute(cache, np.array([0, 3, 1]), 2)
     with pytest.raises(ValueError, match=r"cache_permute: length must be in \[0, 6\] \(cache.shape\[2\]\), got 7"):
         K.cache_permute(cache, np.array([0, 1, 2]), 7)
-    with pytest.raises(ValueError, match="cache_permute: cache must be 4-D, got 3-D"):
+    with pytest.raises(ValueError, match=r"cache_permute: cache must have 4 dimensions \(rows, heads, Tmax, head_dim\), got 3"):
         K.cache_permute(cache[0], np.array([0, 1]), 2)
     with pytest.raises(ValueError, match="cache_permute: cache is updated in place, so it must be a C-contiguous"):
         K.cache_permute(cache[:, :, ::2], np.array([0, 1, 2]), 2)

@@ -222,7 +222,7 @@ int ct_parse_scale(PyObject *obj, npy_intp Dh, const char *fn, double *scale)
     return 0;
 }
 
-static int check_ndim(PyArrayObject *a, const char *fn, const char *arg, int min_ndim, int max_ndim)
+int ct_check_ndim(PyArrayObject *a, const char *fn, const char *arg, int min_ndim, int max_ndim)
 {
     int nd = PyArray_NDIM(a);
     if (nd < min_ndim || (max_ndim >= 0 && nd > max_ndim)) {
@@ -249,7 +249,7 @@ PyArrayObject *ct_input(ct_held *held, PyObject *obj, const char *fn, const char
     }
     PyArrayObject *a = typed_array(obj, fn, arg, typenum);
     if (a == NULL) return NULL;
-    if (check_ndim(a, fn, arg, min_ndim, max_ndim) < 0) return NULL;
+    if (ct_check_ndim(a, fn, arg, min_ndim, max_ndim) < 0) return NULL;
     if (check_blas_limits(a, fn, arg) < 0) return NULL;
     int target = typenum == CT_IDS ? NPY_INT64 : PyArray_TYPE(a);
     /* New reference; a copy only when the layout, the byte order (the

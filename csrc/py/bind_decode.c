@@ -164,14 +164,6 @@ static int ct_decode_plans(PyObject *plans, const char *fn, int t, npy_intp B, n
 
 /* ---- decode_model_greedy ---------------------------------------------------- */
 
-/* a has exactly ndim dimensions, else ValueError (0 / -1). */
-static int check_ndim(PyArrayObject *a, const char *fn, const char *arg, int ndim)
-{
-    if (PyArray_NDIM(a) == ndim) return 0;
-    PyErr_Format(PyExc_ValueError, "%s: %s must be %d-D, got %d-D", fn, arg, ndim, PyArray_NDIM(a));
-    return -1;
-}
-
 /* Column col of ys (B, L) int64 holds ids in [0, V) (the first ones fed),
  * else IndexError (0 / -1). */
 static int check_greedy_ids(PyArrayObject *ys, const char *fn, npy_intp col, npy_intp V)

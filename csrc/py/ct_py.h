@@ -98,6 +98,8 @@ int ct_check_dim(PyArrayObject *a, const char *fn, const char *arg, int axis,
  *     "fn: arg must have 2 dimensions (like what), got 3".
  * ct_check_shape: a.shape == shape as a whole, else one message quoting
  * both, "fn: arg must have shape (3, 4)[ what], got (3, 5)". */
+/* ct_check_ndim: min_ndim <= a.ndim <= max_ndim (max_ndim < 0: no limit), else ValueError. */
+int ct_check_ndim(PyArrayObject *a, const char *fn, const char *arg, int min_ndim, int max_ndim);
 int ct_check_dims(PyArrayObject *a, const char *fn, const char *arg, int ndim,
                   const npy_intp *shape, const char *what, int same_ndim);
 int ct_check_shape(PyArrayObject *a, const char *fn, const char *arg, int ndim,

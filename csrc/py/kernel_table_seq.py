@@ -107,7 +107,7 @@ re-ranking): cache (B, H, Tmax, D), rows (B,) ints in [0, B); afterwards
 cache[i, :, :length] holds what cache[rows[i], :, :length] held before, for
 every i (0 <= length <= Tmax).  Only rows with rows[i] != i are written.
 ''', "None", [
-    InPlace("cache", "float", checks=["check_ndim(@, fn, \"@\", 4)"]),
+    InPlace("cache", "float", checks=['check_cache(@, fn, "@")']),
     C('''npy_intp B = PyArray_DIM(cache, 0), H = PyArray_DIM(cache, 1), Tmax = PyArray_DIM(cache, 2);
     npy_intp D = PyArray_DIM(cache, 3);'''),
     In("rows", "ids", 1, [dim(0, "B", "cache.shape[0]"), 'ct_check_ids(@, fn, "rows", 0, B, 0, 0)']),
@@ -330,7 +330,7 @@ decode_model_step and NumPy's argmax.
 
 """ + MODEL_DOC + "\n", "int", [
     C("ct_int last = 0;"),
-    *model_checks([InPlace("ys", "i64", checks=["check_ndim(@, fn, \"@\", 2)"]),
+    *model_checks([InPlace("ys", "i64", checks=["ct_check_ndim(@, fn, \"@\", 2, 2)"]),
                    C("""npy_intp B = PyArray_DIM(ys, 0), L = PyArray_DIM(ys, 1);
     if (start < 1 || stop <= start || stop > L) {
         PyErr_Format(PyExc_ValueError, "%s: start and stop must satisfy 1 <= start < stop <= %zd (ys.shape[1]), "
@@ -338,7 +338,7 @@ decode_model_step and NumPy's argmax.
         goto fail;
     }
     if (check_greedy_ids(ys, fn, start - 1, V)) goto fail;"""),
-                   InPlace("done", "bool", checks=["check_ndim(@, fn, \"@\", 1)", dim(0, "B", "ys.shape[0]")]),
+                   InPlace("done", "bool", checks=["ct_check_ndim(@, fn, \"@\", 1, 1)", dim(0, "B", "ys.shape[0]")]),
                    C("""if (pad_id < 0 || pad_id >= V) {
         PyErr_Format(PyExc_ValueError, "%s: pad_id must be in [0, %zd) (a row of emb: it is fed back), got %lld",
                      fn, (Py_ssize_t)V, pad_id);
