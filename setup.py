@@ -113,7 +113,8 @@ ext = Extension(
                         "-Wall", "-Wno-unused-function", "-pthread"],
     extra_link_args=extra_link + ["-pthread"],
     depends=(glob.glob("csrc/*.h") + glob.glob("csrc/py/*.h") + glob.glob("csrc/py/bind_*.c")
-             + ["csrc/py/kernel_table.py", "csrc/py/kernel_table_seq.py", "csrc/py/generate_bindings.py"]),
+             + ["csrc/py/kernel_table.py", "csrc/py/kernel_table_decode.py", "csrc/py/kernel_table_seq.py",
+                "csrc/py/generate_bindings.py"]),
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

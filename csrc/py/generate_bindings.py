@@ -467,11 +467,11 @@ def render_python(kernels: List[Kernel]) -> str:
 
 # ---------------------------------------------------------------- driver
 
-# The table's files, in order: the second adds to the first's KERNELS.  Each
-# is imported as binding_<file> (kernel_table_seq imports binding_kernel_table),
+# The table's files, in order: each after the first adds to its KERNELS.  Each
+# is imported as binding_<file> (the others import binding_kernel_table),
 # names that cannot clash with a caller's modules (the tests have their own
 # kernel_table).
-TABLE_FILES = ("kernel_table", "kernel_table_seq")
+TABLE_FILES = ("kernel_table", "kernel_table_decode", "kernel_table_seq")
 
 
 def load_table():

@@ -523,5 +523,6 @@ kernel("ff_backward", "fused",
            ("dx", "dw1", "db1", "dw2", "db2")], python=False)
 
 
-# The sequence families (decode, optim, recurrent, attention) are in
-# kernel_table_seq.py, loaded after this file (generate_bindings.load_table).
+# The sequence families are in kernel_table_decode.py (decode) and
+# kernel_table_seq.py (optim, recurrent, attention), loaded after this file in
+# that order (generate_bindings.load_table).
