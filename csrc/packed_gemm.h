@@ -51,4 +51,11 @@ void ct_transpose_f32(float *dst, ct_int ld_dst, const float *src, ct_int ld_src
 void ct_packed_gemm(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
                     const ct_packed *p, const float *bias, int accumulate);
 
+/* The same product, for an `a` read once from memory (a Linear's weight
+ * rows against a few packed input rows: linear.c's streamed path): while a
+ * block of rows is multiplied, the next block's rows are asked for (AVX-512
+ * kernel), a line of each per 16 columns; the bits are ct_packed_gemm's. */
+void ct_packed_gemm_streamed(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
+                             const ct_packed *p, const float *bias, int accumulate);
+
 #endif
