@@ -220,6 +220,28 @@ def test_linear_forward_short_k_same_bits_on_any_thread_count(m, k):
         K.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("k", [257, 512, 1024, 1030, 2048])
+def test_linear_forward_streamed_rows_same_bits_as_packed(k):
+    """A few rows (9-32, K > 256: the weight streamed, the next block of its
+    rows asked for while a block is multiplied when K <= 1024) give the bits
+    those rows get among many (more than 32 rows: sgemm, or from K <= 512 the
+    rows streamed against the packed weight): each output is the same k-order
+    sum of single FMAs, then the bias."""
+    if CPU_ISA != "avx512":
+        pytest.skip("the streamed and packed forwards run on AVX-512 only")
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((600, k)).astype(np.float32)
+    w = rng.standard_normal((70, k)).astype(np.float32)
+    b = rng.standard_normal(70).astype(np.float32)
+    many = K.linear_forward(x, w, b)
+    for rows in (9, 20, 32):
+        few = K.linear_forward(x[:rows], w, b)
+        if k <= 512:
+            np.testing.assert_array_equal(few, many[:rows])
+        else:  # many rows of a long K take sgemm: the same sum to rounding
+            np.testing.assert_allclose(few, many[:rows], **F32)
+
+
 # (M, K, N) of linear_backward: dinp (M, K) = dout (M, N) weight (N, K), the
 # inner dimension N.  The packed kernel takes M >= 32 and N <= 1536 (sgemm:
 # M 1, 13, 25, 31 and N 1537); N 1536 makes chunks of 36 rows (256 KB of dout)
