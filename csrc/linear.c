@@ -133,9 +133,11 @@ typedef struct {
  * (ct_packed_gemm_streamed) when a row is at most CT_LINEAR_STREAM_AHEAD_MAX_K
  * floats.  Against the build without it, in one process, alternating (each
  * call after a 64 MB read: cold; or repeated: hot), this / before:
- *   M 32, K 512, N 512 / 1024 / 1536 / 2048: 0.81-0.89 cold, 0.85-0.96 hot
- *   at 1 thread; 0.65-0.79 cold, 0.89-0.98 hot at 2; M 12 / 16 alike;
- *   but K 2048 (rows 8 KB apart): 0.96-1.06 cold, 1.06-1.10 hot. */
+ *   K 512, M 12-32, N 512-2048: 0.80-0.90 cold, 0.85-0.99 hot at 1 thread;
+ *   0.65-0.80 cold, 0.89-0.99 hot at 2;
+ *   but K 2048 (rows 8 KB apart): 1.03-1.06 cold, 1.01-1.09 hot at 1 thread.
+ * bench_transformer (c)'s encode and memory projection took 0.90 / 0.93 of the
+ * time at 1 / 2 threads. */
 #define CT_LINEAR_STREAM_AHEAD_MAX_K 1024
 
 /* Weight rows [n0, n1): their outputs into out_t, then transposed into out. */
