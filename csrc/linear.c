@@ -127,29 +127,15 @@ typedef struct {
     ct_int M, K, N;
 } streamed_job;
 
-/* The AVX-512 kernel reads 12 weight rows at a time, one float of each
- * per step: a dozen streams too short for the hardware prefetcher to find,
- * so the next block's rows are asked for while a block is multiplied
- * (ct_packed_gemm_streamed) when a row is at most CT_LINEAR_STREAM_AHEAD_MAX_K
- * floats.  Against the build without it, in one process, alternating (each
- * call after a 64 MB read: cold; or repeated: hot), this / before:
- *   K 512, M 12-32, N 512-2048: 0.80-0.90 cold, 0.85-0.99 hot at 1 thread;
- *   0.65-0.80 cold, 0.89-0.99 hot at 2;
- *   but K 2048 (rows 8 KB apart): 1.03-1.06 cold, 1.01-1.09 hot at 1 thread.
- * bench_transformer (c)'s encode and memory projection took 0.90 / 0.93 of the
- * time at 1 / 2 threads. */
-#define CT_LINEAR_STREAM_AHEAD_MAX_K 1024
-
-/* Weight rows [n0, n1): their outputs into out_t, then transposed into out. */
+/* Weight rows [n0, n1): their outputs into out_t, then transposed into out.
+ * The weight is read once, so its rows go through ct_packed_gemm_streamed
+ * (the next block asked for while one is multiplied: bench_transformer (c)'s
+ * encode and memory projection took 0.90 / 0.93 of the time at 1 / 2 threads). */
 static void streamed_rows(void *arg, ptrdiff_t n0, ptrdiff_t n1)
 {
     const streamed_job *j = arg;
     ct_int M = j->M, N = j->N;
-    if (j->K <= CT_LINEAR_STREAM_AHEAD_MAX_K)
-        ct_packed_gemm_streamed(j->out_t + n0 * M, M, j->weight + n0 * j->K, j->K, (ct_int)(n1 - n0), j->rows,
-                                NULL, 0);
-    else
-        ct_packed_gemm(j->out_t + n0 * M, M, j->weight + n0 * j->K, j->K, (ct_int)(n1 - n0), j->rows, NULL, 0);
+    ct_packed_gemm_streamed(j->out_t + n0 * M, M, j->weight + n0 * j->K, j->K, (ct_int)(n1 - n0), j->rows, NULL, 0);
     /* out[i][n] = out_t[n][i] (16 x 16 blocks in registers: the scalar loop
      * was 12 % of the K = 512 products), then + bias[n]: one rounding, as before */
     ct_transpose_f32(j->out + n0, N, j->out_t + n0 * M, M, (ct_int)(n1 - n0), M);

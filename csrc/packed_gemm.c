@@ -286,8 +286,20 @@ void ct_packed_gemm(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
     gemm_panels(c, ldc, a, lda, M, p, bias, accumulate, 0, panel_count(p), 0);
 }
 
+/* The AVX-512 kernel reads 12 rows of `a` at a time, one float of each per
+ * step: a dozen streams too short for the hardware prefetcher to find.
+ * linear_forward's streamed path against the build without the prefetch, in
+ * one process, alternating (each call after a 64 MB read: cold; or
+ * repeated: hot), this / before:
+ *   K 512, M 12-32, N 512-2048: 0.80-0.90 cold, 0.85-0.99 hot at 1 thread;
+ *   0.65-0.80 cold, 0.89-0.99 hot at 2;
+ *   but K 2048 (rows 8 KB apart, sharing L1 sets): 1.03-1.06 cold,
+ *   1.01-1.09 hot at 1 thread; hence rows of at most
+ *   CT_PACKED_STREAM_AHEAD_MAX_LDA floats apart. */
+#define CT_PACKED_STREAM_AHEAD_MAX_LDA 1024
+
 void ct_packed_gemm_streamed(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
                              const ct_packed *p, const float *bias, int accumulate)
 {
-    gemm_panels(c, ldc, a, lda, M, p, bias, accumulate, 0, panel_count(p), 1);
+    gemm_panels(c, ldc, a, lda, M, p, bias, accumulate, 0, panel_count(p), lda <= CT_PACKED_STREAM_AHEAD_MAX_LDA);
 }

@@ -54,7 +54,8 @@ void ct_packed_gemm(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
 /* The same product, for an `a` read once from memory (a Linear's weight
  * rows against a few packed input rows: linear.c's streamed path): while a
  * block of rows is multiplied, the next block's rows are asked for (AVX-512
- * kernel), a line of each per 16 columns; the bits are ct_packed_gemm's. */
+ * kernel, rows of at most 1024 floats), a line of each per 16 columns; the
+ * bits are ct_packed_gemm's. */
 void ct_packed_gemm_streamed(float *c, ct_int ldc, const float *a, ct_int lda, ct_int M,
                              const ct_packed *p, const float *bias, int accumulate);
 
