@@ -73,6 +73,8 @@ int FN(cache_permute)(real *cache, const int64_t *rows, ct_int B, ct_int H, ct_i
 int FN(decode_layer_step)(real *out, const real *x, real *cache_k, real *cache_v, ct_int pos,
                           const ct_decode_layer *L);
 int FN(decode_model_step)(real *logits, const int64_t *ids, ct_int pos, const ct_decode_model *m);
+int FN(beam_step)(double *new_scores, int64_t *origin, int64_t *tok, const real *logits, const double *scores,
+                  const unsigned char *done, ct_int B, ct_int k, ct_int V, ct_int pad_id);
 int FN(decode_model_greedy)(ct_int *last, int64_t *ys, unsigned char *done, ct_int L, ct_int start, ct_int stop,
                             ct_int pos0, int64_t eos_id, int64_t pad_id, const ct_decode_model *m);
 #endif

@@ -170,21 +170,26 @@ void FN(softmax_backward)(real *dinp, const real *dout, const real *out, ct_int 
     }
 }
 
+/* log_softmax_row: y (D) = (x - m) - log sum exp(x - m) for one row x (D >= 1),
+ * y and x not overlapping; a row with a NaN or of -inf only: y = m everywhere
+ * (NaN / -inf).  log_softmax_forward's rows and beam_step's (decode.c). */
+CT_VECTOR_CLONES
+void FN(log_softmax_row)(real *restrict y, const real *restrict x, ct_int D)
+{
+    real m = VMAX(x, D);
+    if (m != m || m == -INFINITY) { FN(row_fill)(y, m, D); return; } /* NaN / all -inf */
+    acc_t log_sum = log(FN(sum_exp_shifted)(x, m, D));
+    for (ct_int i = 0; i < D; i++) y[i] = (real)((acc_t)x[i] - m - log_sum);
+}
+
 /* log_softmax_forward
- *   inp (N, D), out (N, D) = (x - m) - log sum exp(x - m) for each row
+ *   inp (N, D), out (N, D) = log_softmax_row of each row
  */
-static CT_VECTOR_CLONES void FN(log_softmax_forward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
+static void FN(log_softmax_forward_rows)(void *ctx, ptrdiff_t n0, ptrdiff_t n1)
 {
     const FN(rows_args) *a = ctx;
     ct_int D = a->D;
-    for (ct_int n = n0; n < n1; n++) {
-        const real *restrict x = a->inp + n * D;
-        real *restrict y = a->out + n * D;
-        real m = VMAX(x, D);
-        if (m != m || m == -INFINITY) { FN(row_fill)(y, m, D); continue; } /* NaN / all -inf */
-        acc_t log_sum = log(FN(sum_exp_shifted)(x, m, D));
-        for (ct_int i = 0; i < D; i++) y[i] = (real)((acc_t)x[i] - m - log_sum);
-    }
+    for (ct_int n = n0; n < n1; n++) FN(log_softmax_row)(a->out + n * D, a->inp + n * D, D);
 }
 
 /* (blocks of rows may run on the pool's threads: each row is one thread's) */

@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 
 from .autograd import no_grad
-from .kernels import log_softmax_forward
+from .kernels import beam_step, log_softmax_forward
 from .random import default_generator
 from .tensor import Tensor
 
@@ -82,10 +82,6 @@ class _Stepper:
         if self.use_cache:
             return self.model.decode_step(Tensor._wrap(prefix[:, -1].copy()), self.cache)._data
         return self.model.decode(Tensor._wrap(np.ascontiguousarray(prefix)), self.memory, self.pad)._data[:, -1]
-
-    def logp(self, prefix: np.ndarray) -> np.ndarray:
-        """prefix (R, t) ids (sos first) -> (R, V) log-probs of token t + 1."""
-        return _log_softmax(self.logits(prefix))
 
     def reorder(self, rows: np.ndarray) -> None:
         if self.use_cache:
@@ -159,49 +155,6 @@ def _length_penalty(n: np.ndarray, alpha: float) -> np.ndarray:
     return ((5.0 + n) / 6.0) ** alpha
 
 
-_TOP_K_SCANS = 16  # up to this k, k argmax passes (a beam's 4 x 8000 candidates: ~35 us, a partition ~500 us)
-
-
-def _top_k_by_scans(row: np.ndarray, k: int, out: np.ndarray) -> bool:
-    """out (k) <- the k best of row, best first, by k argmax passes, each
-    after the ones found are set to -inf: argmax returns the first of equal
-    maxima, the lowest index, as the stable sort.  False (out unusable) when
-    row has a NaN or a pick would be -inf (its ties with the excluded ones
-    need the sort)."""
-    if np.isnan(row).any():
-        return False
-    work = row.copy()
-    for j in range(k):
-        i = int(work.argmax())
-        if work[i] == -np.inf:
-            return False
-        out[j] = i
-        work[i] = -np.inf
-    return True
-
-
-def _top_k(cand: np.ndarray, k: int) -> np.ndarray:
-    """(B, N) scores -> (B, k) indices of the k best per row, best first:
-    the first k of a stable argsort of -cand (ties: lowest index first, NaN
-    last), found by k argmax passes (small k), else by a partition and a sort
-    of the few candidates at least as good as the k-th, not a sort of all N."""
-    B, N = cand.shape
-    if 4 * k >= N:
-        return np.argsort(-cand, axis=1, kind="stable")[:, :k]
-    best = np.empty((B, k), dtype=np.int64)
-    for b in range(B):
-        if k <= _TOP_K_SCANS and _top_k_by_scans(cand[b], k, best[b]):
-            continue
-        neg = -cand[b]
-        kth = np.partition(neg, k - 1)[k - 1]
-        if np.isnan(kth):  # fewer than k numbers: the full order puts NaN last
-            best[b] = np.argsort(neg, kind="stable")[:k]
-            continue
-        idx = np.flatnonzero(neg <= kth)  # every candidate as good as the k-th (its ties too), in index order
-        best[b] = idx[np.argsort(neg[idx], kind="stable")[:k]]
-    return best
-
-
 def beam_search(model, src_ids, beam_size: int, max_len: int, sos_id: int, eos_id: int,
                 length_penalty: float = 0.0, pad_id: Optional[int] = None, use_cache: bool = True,
                 return_all: bool = False):
@@ -235,16 +188,9 @@ def beam_search(model, src_ids, beam_size: int, max_len: int, sos_id: int, eos_i
         done = np.zeros(R, dtype=bool)
         lengths = np.zeros(R, dtype=np.int64)
         for _ in range(max_len):
-            logp = step.logp(ys)  # (R, V)
-            V = logp.shape[1]
-            # A finished beam has exactly one continuation: pad, at no cost.
-            logp[done] = -np.inf
-            logp[done, pad_id] = 0.0
-            cand = (scores.reshape(R, 1) + logp).reshape(B, k * V)
-            best = _top_k(cand, k)  # ties: lowest index first
-            scores = np.take_along_axis(cand, best, axis=1)
-            origin = (np.arange(B)[:, None] * k + best // V).reshape(R)
-            tok = (best % V).reshape(R)
+            # each source's k best of its k x V continuations (scores + log-softmax of the logits;
+            # a finished beam's one continuation is pad, at no cost): beam origin[r] + token tok[r]
+            scores, origin, tok = beam_step(step.logits(ys), scores, done, pad_id)
             was_done = done[origin]
             ys = np.concatenate([ys[origin], tok[:, None]], axis=1)
             lengths = lengths[origin] + ~was_done

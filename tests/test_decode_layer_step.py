@@ -361,24 +361,6 @@ def test_cache_reorder_in_place_copies_the_moved_rows(rng):
         cache.reorder(np.array([0, 1, 2]))
 
 
-def test_beam_top_k_is_the_stable_argsort(rng):
-    """decoding._top_k == the first k of a stable argsort of -scores: ties to the
-    lowest index, -inf candidates, NaN last, fewer than k numbers, +inf, signed
-    zeros; k up to 16 by argmax passes (their refusals: a NaN, a -inf pick),
-    larger k by the partition."""
-    cand = np.round(rng.standard_normal((9, 80)), 1)  # many ties
-    cand[1, 8:] = -np.inf
-    cand[2, ::3] = np.nan
-    cand[3, 2:] = np.nan  # two numbers, then NaN
-    cand[4] = 0.0
-    cand[5, 5:] = -np.inf  # five numbers: a k > 5 picks -inf
-    cand[6, [3, 9, 40]] = np.inf
-    cand[7] = np.where(rng.random(80) < 0.5, -0.0, 0.0)
-    cand[8, [1, 2]] = [-np.inf, np.inf]
-    for k in (1, 3, 4, 5, 6, 15, 16, 17, 19):
-        np.testing.assert_array_equal(decoding._top_k(cand, k), np.argsort(-cand, axis=1, kind="stable")[:, :k])
-
-
 @pytest.mark.parametrize("double", [False, True])
 def test_a_beam_steps_to_the_bits_it_has_alone(double):
     """decode_linear computes each row alone (every projection of a step is

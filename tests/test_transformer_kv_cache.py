@@ -131,7 +131,8 @@ def test_cache_reorder(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("rows", [[2, 0, 0, 3], [0, 1, 2, 3], [3, 2, 1, 0], [1, 1, 1, 1]])
+@pytest.mark.parametrize("rows", [[2, 0, 0, 3], [0, 1, 2, 3], [3, 2, 1, 0], [1, 1, 1, 1], [0, 0, 1, 2],
+                                  [1, 2, 3, 0], [1, 0, 3, 2], [1, 2, 0, 0], [3, 3, 0, 1]])
 def test_cache_permute_is_cache_reorder_in_place(rng, dtype, rows):
     """Row i gets old row rows[i] over the first `length` slots, rows that
     are both a source and overwritten included; the rest is untouched."""
@@ -142,6 +143,20 @@ def test_cache_permute_is_cache_reorder_in_place(rng, dtype, rows):
         want[:, :, :length] = K.cache_reorder(cache, rows, length)[:, :, :length]
         assert K.cache_permute(cache, rows, length) is None
         np.testing.assert_array_equal(cache, want)
+
+
+def test_cache_permute_every_map_of_four_rows(rng):
+    """cache_permute copies each moved row once (chains last row first, a
+    cycle through a scratch row): every one of the 4 ** 4 maps of 4 rows,
+    chains, cycles (two at once too), duplicates and rows left in place, gives
+    cache_reorder's rows."""
+    cache0 = rng.standard_normal((4, 3, 5, 2))
+    for code in range(4 ** 4):
+        rows = np.array([code // 4 ** i % 4 for i in range(4)])
+        cache = cache0.copy()
+        K.cache_permute(cache, rows, 4)
+        np.testing.assert_array_equal(cache[:, :, :4], cache0[rows][:, :, :4], err_msg=str(rows))
+        np.testing.assert_array_equal(cache[:, :, 4:], cache0[:, :, 4:])
 
 
 def test_cache_permute_bad_input(rng):

@@ -120,6 +120,43 @@ every i (0 <= length <= Tmax).  Only rows with rows[i] != i are written.
     Call("cache_permute", "cache, rows, B, H, Tmax, D, length", alloc=True),
     ("None",)])
 
+kernel("beam_step", "decode", "logits, scores, done, pad_id: int", '''
+One re-ranking of batched beam search: B sources with k beams each.
+logits (B * k, V) float32 or float64, the beams' next-token logits;
+scores (B, k) float64, each beam's summed log-probability (-inf: no such
+beam yet); done (B * k,) bool, True for a finished beam; pad_id in [0, V).
+Candidate c = i * V + v of source b (beam r = b * k + i, token v) is worth
+scores[b, i] + logp[r, v], logp = log_softmax of the logits in float64
+(:func:`log_softmax_forward` of them as float64), except that a finished
+beam has one continuation, pad_id at no cost (0; -inf for the other
+tokens).  Returns (new_scores (B, k) float64, origin (B * k,) int64,
+tok (B * k,) int64) for each source's k best candidates, best first as a
+stable argsort of -value (ties: lower c first; NaN last):
+new_scores[b, j] = its value, origin[b * k + j] = b * k + c // V the beam
+it continues, tok[b * k + j] = c % V its token.
+''', "Tuple[np.ndarray, np.ndarray, np.ndarray]", [
+    In("logits", "float", 2),
+    C("npy_intp V = PyArray_DIM(logits, 1);"),
+    In("scores", "f64", 2),
+    C('''npy_intp B = PyArray_DIM(scores, 0), k = PyArray_DIM(scores, 1);
+    if (k < 1 || V < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: need k >= 1 beams (scores.shape[1]) and V >= 1 tokens "
+                     "(logits.shape[1]), got k %zd, V %zd", fn, (Py_ssize_t)k, (Py_ssize_t)V);
+        goto fail;
+    }
+    if (ct_check_dim(logits, fn, "logits", 0, B * k, "scores.shape[0] * scores.shape[1], the beams")) goto fail;
+    if (pad_id < 0 || pad_id >= V) {
+        PyErr_Format(PyExc_ValueError, "%s: pad_id must be in [0, %zd) (logits.shape[1]), got %lld", fn,
+                     (Py_ssize_t)V, pad_id);
+        goto fail;
+    }'''),
+    In("done", "bool", 1, [dim(0, "B * k", "scores.shape[0] * scores.shape[1], the beams")]),
+    Out("new_scores", like="scores", dtype="f64"),
+    Out("origin", shape=("1", "((npy_intp[1]){B * k})"), dtype="i64"),
+    Out("tok", shape=("1", "((npy_intp[1]){B * k})"), dtype="i64"),
+    Call("beam_step", "new_scores, origin, tok, logits, scores, done, B, k, V, pad_id", alloc=True),
+    ("new_scores", "origin", "tok")])
+
 kernel("decode_linear", "decode", "x, w, bias: array? = None", '''
 ``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
 w (N, K), bias (N) or None -> (..., N).  Up to 8 rows (a sentence, or its

@@ -28,8 +28,8 @@ from .embedding import embedding_backward, embedding_forward
 from .layernorm import layernorm_backward, layernorm_forward
 from .attention import (MHAGrads, MHASaved, PackedGrads, PackedSaved, mha_backward, mha_forward,  # noqa: F401
                         mha_packed_backward, mha_packed_forward, positional_encoding, sdpa_backward, sdpa_forward)
-from .decode import (attend_step, cache_permute, cache_reorder, decode_layer_plan, decode_layer_step, decode_linear,
-                     decode_model_greedy, decode_model_step, kv_cache_append)
+from .decode import (attend_step, beam_step, cache_permute, cache_reorder, decode_layer_plan, decode_layer_step,
+                     decode_linear, decode_model_greedy, decode_model_step, kv_cache_append)
 from .fused import (add_layernorm_backward, add_layernorm_forward, bias_act_backward, bias_act_dropout_forward,
                     bias_act_forward, dropout_add_layernorm_backward, dropout_add_layernorm_forward, ff_backward)
 from .linear import bmm_backward, bmm_forward, linear_backward, linear_forward, matmul_forward, matmul_backward

@@ -272,6 +272,25 @@ def cache_permute(cache: np.ndarray, rows: np.ndarray, length: int) -> None:
     return _C.cache_permute(cache, rows, length)
 
 
+def beam_step(logits: np.ndarray, scores: np.ndarray, done: np.ndarray, pad_id: int
+              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One re-ranking of batched beam search: B sources with k beams each.
+    logits (B * k, V) float32 or float64, the beams' next-token logits;
+    scores (B, k) float64, each beam's summed log-probability (-inf: no such
+    beam yet); done (B * k,) bool, True for a finished beam; pad_id in [0, V).
+    Candidate c = i * V + v of source b (beam r = b * k + i, token v) is worth
+    scores[b, i] + logp[r, v], logp = log_softmax of the logits in float64
+    (:func:`log_softmax_forward` of them as float64), except that a finished
+    beam has one continuation, pad_id at no cost (0; -inf for the other
+    tokens).  Returns (new_scores (B, k) float64, origin (B * k,) int64,
+    tok (B * k,) int64) for each source's k best candidates, best first as a
+    stable argsort of -value (ties: lower c first; NaN last):
+    new_scores[b, j] = its value, origin[b * k + j] = b * k + c // V the beam
+    it continues, tok[b * k + j] = c % V its token.
+    """
+    return _C.beam_step(logits, scores, done, pad_id)
+
+
 def decode_linear(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray] = None) -> np.ndarray:
     """``x @ w.T + bias`` for the few rows of one decoding step: x (..., K),
     w (N, K), bias (N) or None -> (..., N).  Up to 8 rows (a sentence, or its

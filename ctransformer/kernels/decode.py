@@ -9,8 +9,10 @@ A cache is a pair of C-contiguous arrays ``cache_k`` (B, H, Tmax, Dh) and
   (:func:`attend_step` with ``lengths = t + 1``).
 * Cross-attention: fill the cache once from the encoder memory and attend to
   the first ``src_len[b]`` slots of each row (or pass a key padding mask).
-* Beam search: gather rows when beams are re-ranked (:func:`cache_reorder`,
-  or :func:`cache_permute` in place).
+* Beam search: re-rank each source's beams from their next-token logits
+  (:func:`beam_step`: log-softmax, candidate scores and top-k in one
+  pass), then gather the cache rows (:func:`cache_reorder`, or
+  :func:`cache_permute` in place).
 * A whole layer per call (:func:`decode_layer_step`): projections, cache
   append, self- and cross-attention, feed-forward, residuals and layer
   norms of one token, the same bits as the kernels called one by one.
@@ -31,11 +33,11 @@ from typing import Union
 
 import numpy as np
 
-from ._bindings import (attend_step, cache_permute, cache_reorder, decode_layer_plan, decode_layer_step, decode_linear,
-                        decode_model_greedy, decode_model_step, kv_cache_append)
+from ._bindings import (attend_step, beam_step, cache_permute, cache_reorder, decode_layer_plan, decode_layer_step,
+                        decode_linear, decode_model_greedy, decode_model_step, kv_cache_append)
 
-__all__ = ["kv_cache_append", "attend_step", "cache_reorder", "cache_permute", "decode_linear", "decode_layer_step",
-           "decode_layer_plan", "decode_model_step", "decode_model_greedy"]
+__all__ = ["kv_cache_append", "attend_step", "cache_reorder", "cache_permute", "beam_step", "decode_linear",
+           "decode_layer_step", "decode_layer_plan", "decode_model_step", "decode_model_greedy"]
 
 #: an int, or one int per row
 RowInts = Union[int, np.ndarray]
