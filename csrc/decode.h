@@ -67,14 +67,15 @@ void FN(kv_cache_append)(real *cache_k, real *cache_v, const real *k_t, const re
 int FN(attend_step)(real *out, const real *q_t, const real *cache_k, const real *cache_v,
                     const int64_t *lengths, const unsigned char *key_padding, double scale,
                     ct_int B, ct_int H, ct_int Tmax, ct_int Dh, ct_int Dv);
-void FN(cache_reorder)(real *out, const real *cache, const int64_t *rows, ct_int B_out,
-                       ct_int H, ct_int Tmax, ct_int D, ct_int length);
-int FN(cache_permute)(real *cache, const int64_t *rows, ct_int B, ct_int H, ct_int Tmax, ct_int D, ct_int length);
 int FN(decode_layer_step)(real *out, const real *x, real *cache_k, real *cache_v, ct_int pos,
                           const ct_decode_layer *L);
 int FN(decode_model_step)(real *logits, const int64_t *ids, ct_int pos, const ct_decode_model *m);
-int FN(beam_step)(double *new_scores, int64_t *origin, int64_t *tok, const real *logits, const double *scores,
-                  const unsigned char *done, ct_int B, ct_int k, ct_int V, ct_int pad_id);
 int FN(decode_model_greedy)(ct_int *last, int64_t *ys, unsigned char *done, ct_int L, ct_int start, ct_int stop,
                             ct_int pos0, int64_t eos_id, int64_t pad_id, const ct_decode_model *m);
+/* decode_beam.c */
+void FN(cache_reorder)(real *out, const real *cache, const int64_t *rows, ct_int B_out,
+                       ct_int H, ct_int Tmax, ct_int D, ct_int length);
+int FN(cache_permute)(real *cache, const int64_t *rows, ct_int B, ct_int H, ct_int Tmax, ct_int D, ct_int length);
+int FN(beam_step)(double *new_scores, int64_t *origin, int64_t *tok, const real *logits, const double *scores,
+                  const unsigned char *done, ct_int B, ct_int k, ct_int V, ct_int pad_id);
 #endif

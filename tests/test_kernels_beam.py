@@ -1,4 +1,4 @@
-"""beam_step (csrc/decode.c): one re-ranking of batched beam search.
+"""beam_step (csrc/decode_beam.c): one re-ranking of batched beam search.
 
 Against the NumPy steps it replaced in decoding.beam_search, bit for bit:
 log_softmax_forward of the logits as float64, a finished beam's one
