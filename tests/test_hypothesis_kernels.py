@@ -343,6 +343,30 @@ def test_decode_cache_and_attend(data, B, H, Tmax, D, dtype):
     raises_clearly(lambda: K.kv_cache_append(ck.astype(ck.dtype.newbyteorder(">")), cv, q, q, 0), ValueError)
 
 
+@given(st.data(), st.sampled_from([0, 1, 2, 3]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 5, 13]),
+       st.sampled_from(DTYPES))
+def test_beam_step(data, B, k, V, dtype):
+    """beam_step in any layout of the logits, NaN / +-inf / huge values
+    included: the NumPy steps it replaced (log_softmax_forward of the logits
+    as float64, finished beams' pad continuation, the candidates, the first
+    k of a stable argsort of -candidates), bit for bit."""
+    xr, logits = data.draw(arrays((B * k, V), dtype))
+    scores = np.array(data.draw(st.lists(st.sampled_from([0.0, -1.5, -3.25, -np.inf, -1e30]),
+                                         min_size=B * k, max_size=B * k))).reshape(B, k)
+    done = np.array(data.draw(st.lists(st.booleans(), min_size=B * k, max_size=B * k)), bool)
+    pad_id = data.draw(st.integers(0, V - 1))
+    new_scores, origin, tok = K.beam_step(logits, scores, done, pad_id)
+    logp = K.log_softmax_forward(xr)  # (xr: the logits as float64)
+    logp[done] = -np.inf
+    logp[done, pad_id] = 0.0
+    cand = (scores.reshape(B * k, 1) + logp).reshape(B, k * V)
+    best = np.argsort(-cand, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(new_scores, np.take_along_axis(cand, best, axis=1))
+    np.testing.assert_array_equal(origin, (np.arange(B)[:, None] * k + best // V).reshape(-1))
+    np.testing.assert_array_equal(tok, (best % V).reshape(-1))
+    raises_clearly(lambda: K.beam_step(logits, scores, done, V), ValueError)
+
+
 # ------------------------------------------------------------------ fused
 @given(st.data(), shapes(1, 3), st.sampled_from(DTYPES), st.sampled_from(["relu", "gelu"]))
 def test_bias_act_forward(data, shape, dtype, act):
