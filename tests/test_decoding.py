@@ -80,6 +80,17 @@ def test_greedy_is_one_kernel_call_unless_pad_is_outside_the_vocabulary(monkeypa
         decoding.greedy_decode(m, SRC, 7, SOS, eos, pad_id=9, use_cache=False)
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_beam_refuses_a_pad_id_outside_the_output(use_cache):
+    """A finished beam continues with pad_id, so it must be a token of the
+    model's output (9 here), whether or not a beam ever finishes."""
+    m = model()
+    for pad_id in (9, -1):
+        with pytest.raises(ValueError, match=rf"beam_search: pad_id must be in \[0, 9\) \(a token of the model's "
+                                             rf"output\), got {pad_id}"):
+            decoding.beam_search(m, SRC, 2, 5, SOS, 7, pad_id=pad_id, use_cache=use_cache)
+
+
 @pytest.mark.parametrize("chunk", [1, 2, 3, 16])
 def test_greedy_in_chunks_of_kernel_calls(monkeypatch, chunk):
     """The kernel loop runs _GREEDY_CHUNK tokens per call (Ctrl-C is seen
