@@ -188,12 +188,12 @@ def beam_search(model, src_ids, beam_size: int, max_len: int, sos_id: int, eos_i
         done = np.zeros(R, dtype=bool)
         lengths = np.zeros(R, dtype=np.int64)
         for _ in range(max_len):
-            # each source's k best of its k x V continuations (scores + log-softmax of the logits;
-            # a finished beam's one continuation is pad, at no cost): beam origin[r] + token tok[r]
-            logits = step.logits(ys)
+            logits = step.logits(ys)  # (R, V)
             if not 0 <= pad_id < logits.shape[1]:  # (a finished beam continues with pad_id: a token of the output)
                 raise ValueError(f"{fn}: pad_id must be in [0, {logits.shape[1]}) (a token of the model's output), "
                                  f"got {pad_id}")
+            # each source's k best of its k x V continuations (scores + log-softmax of the logits;
+            # a finished beam's one continuation is pad, at no cost): beam origin[r] + token tok[r]
             scores, origin, tok = beam_step(logits, scores, done, pad_id)
             was_done = done[origin]
             ys = np.concatenate([ys[origin], tok[:, None]], axis=1)
