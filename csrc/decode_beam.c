@@ -130,12 +130,12 @@ static void FN(beam_sources)(void *ctx, ptrdiff_t b0, ptrdiff_t b1)
 {
     FN(beam_args) *a = ctx;
     ct_int k = a->k, V = a->V;
-    double *logp = malloc((size_t)(2 * V) * sizeof(double)); /* a row's log-probabilities; its logits in float64 */
+    /* a row's log-probabilities; float32 logits also need the row in float64 (float64 ones are read in place) */
+    double *logp = malloc((size_t)((CT_DTYPE_IS_F32 ? 2 : 1) * V) * sizeof(double));
     if (logp == NULL) {
         __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    double *row64 = logp + V;
     for (ptrdiff_t b = b0; b < b1; b++) {
         /* the kept indices live in origin's slots until they are split into beam and token */
         ct_beam_best best = {a->new_scores + b * k, a->origin + b * k, 0, k};
@@ -146,8 +146,13 @@ static void FN(beam_sources)(void *ctx, ptrdiff_t b0, ptrdiff_t b1)
                 logp[a->pad_id] = 0.0;
             } else {
                 const real *x = a->logits + r * V;
+#if CT_DTYPE_IS_F32
+                double *row64 = logp + V;
                 for (ct_int v = 0; v < V; v++) row64[v] = (double)x[v];
                 log_softmax_row_f64(logp, row64, V);
+#else
+                log_softmax_row_f64(logp, x, V);
+#endif
             }
             double s = a->scores[r];
             for (ct_int v = 0; v < V; v++) ct_beam_offer(&best, s + logp[v], (int64_t)i * V + v);
