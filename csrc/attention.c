@@ -10,8 +10,9 @@
  *     dV = Pd^T dO,   dPd = dO V^T,   dP = dPd * keep / (1 - p)
  *     dS = P * (dP - rowsum(P * dP))   (softmax Jacobian)
  *     dQ = scale dS K,   dK = scale dS^T Q
- * Every product is a GEMM per (b, h); the (Tq, Tk) intermediates of backward
- * live in a per-call scratch of one or two (Tq, Tk) matrices. */
+ * Every product is a GEMM per (b, h) (attn_gemm, in attention_gemm.c); the
+ * (Tq, Tk) intermediates of backward live in a per-call scratch of one or two
+ * (Tq, Tk) matrices. */
 #ifndef CT_TEMPLATE_PASS
 #include "attention.h"
 #include "fused.h"
@@ -21,127 +22,6 @@
 #include "ct_template.h"
 #else
 #include "ct_math.h"
-
-/* ---- the slices' score products ---------------------------------------------
- * The scores S = scale Q K^T (forward) and dPd = dO V^T (backward) are
- * row-major NT products, which OpenBLAS runs through its full driver
- * (packing both operands, a buffer behind a mutex).  For narrow heads that
- * costs more than the arithmetic, so when the head is at most CT_SMALL_DEPTH
- * wide and the product at most CT_SMALL_PRODUCT multiply-adds, they are
- * direct loops: B^T is copied (zero-padded to whole vectors) into a stack
- * panel, then each block of CT_ROWS rows of C is a sum over k of rows of the
- * panel.  Measured in one process against OpenBLAS (sdpa forward + backward
- * per (b, h) slice, causal, float32, at 1 / 2 threads): T 11, Dh 16 0.80 /
- * 0.52 of its time; T 16, Dh 16 1.04 / 0.63; T 12, Dh 8 0.90 / 0.49; but
- * Dh 32 1.1-1.3 and Dh 64 1.4-1.8, where the panel's copy costs as much as
- * the product.  Wider heads' score products, up to CT_NT_VIA_NN
- * multiply-adds with K^T (V^T) fitting the panel, go to OpenBLAS as NN
- * products of a transposed copy (gemm_nt_via_nn, tiles transposed by
- * shuffles): its row-major NT path for small products (sgemm_small_kernel_b0_tn)
- * took 2.2x the time of its NN one on 32 x 32 x 32 (perf, sdpa at T 32, Dh 32).
- * sdpa forward + backward per slice, in one process against the OpenBLAS NT
- * build, 1 thread, dropout 0.1: T 32 Dh 32 0.79-0.83; T 32 Dh 64 0.87-0.92;
- * T 64 Dh 32 / 64 0.89-0.91.  The slices' other products stay with OpenBLAS
- * (no faster as direct loops: 0.96-1.21).  In small_gemm_nt each element of C
- * is sum_k a_k b_k in the order of k (FMA where the clone has it), times alpha. */
-#ifndef CT_SMALL_PRODUCT
-#define CT_SMALL_PRODUCT 32768
-#endif
-#ifndef CT_SMALL_DEPTH
-#define CT_SMALL_DEPTH 16
-#endif
-#define CT_SMALL_PANEL 4096
-
-/* GCC's vector extension: 32 bytes of `real` (lowered to two SSE registers
- * in the baseline clone).  GCC's auto-vectoriser split a 16-column sum into
- * 8 + 4 + 2 + 1 + 1 lanes; explicit vectors it cannot. */
-typedef real FN(vec) __attribute__((vector_size(32)));
-#define CT_VEC_LEN ((ct_int)(32 / sizeof(real)))
-#define CT_CHUNK (2 * CT_VEC_LEN) /* the columns of one block: 16 floats, 8 doubles */
-#define CT_ROWS 4                 /* its rows: 2 * CT_ROWS independent sums hide the adds' latency */
-
-/* R (<= CT_ROWS) rows and the first `cols` (<= CT_CHUNK) of CT_CHUNK columns of
- *   C[r, :] = alpha sum_k A[r * lda + k] x[k * ldx ..]   (k in order, from 0).
- * R is a constant at each call, so the 2R partial sums stay in registers. */
-CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct_int lda, const real *x,
-                             ct_int ldx, ct_int K, real alpha, const int R)
-{
-    FN(vec) s[CT_ROWS][2];
-    for (int r = 0; r < R; r++) s[r][0] = s[r][1] = (FN(vec)){0};
-    for (ct_int k = 0; k < K; k++) {
-        FN(vec) x0, x1;
-        memcpy(&x0, x + k * ldx, sizeof x0);
-        memcpy(&x1, x + k * ldx + CT_VEC_LEN, sizeof x1);
-        for (int r = 0; r < R; r++) {
-            real ark = A[r * lda + k];
-            s[r][0] += ark * x0;
-            s[r][1] += ark * x1;
-        }
-    }
-    for (int r = 0; r < R; r++) {
-        real out[CT_CHUNK], *c = C + r * ldc;
-        memcpy(out, &s[r][0], sizeof s[r][0]);
-        memcpy(out + CT_VEC_LEN, &s[r][1], sizeof s[r][1]);
-        for (ct_int l = 0; l < cols; l++) c[l] = alpha * out[l];
-    }
-}
-
-/* Columns of B^T padded to whole chunks. */
-static ct_int FN(padded)(ct_int N) { return (N + CT_CHUNK - 1) / CT_CHUNK * CT_CHUNK; }
-
-/* C (M, N) = alpha A B^T:  A (M, K), B (N, K), K * padded(N) <= CT_SMALL_PANEL.
- * aligned(64): its inner loop is a few dozen bytes; where code added later in
- * the file moved its start, the demo's slices (T 12, Dh 16) took 1.07-1.14x
- * the time (in one process against the previous build), and 0.97-1.03x aligned. */
-static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_nt)(ct_int M, ct_int N, ct_int K, real alpha,
-                                                                         const real *A, ct_int lda, const real *B,
-                                                                         ct_int ldb, real *C, ct_int ldc)
-{
-    ct_int Np = FN(padded)(N);
-    real bt[CT_SMALL_PANEL];
-    memset(bt, 0, (size_t)(K * Np) * sizeof(real)); /* bt (K, Np) = B^T, zero columns past N */
-    for (ct_int k = 0; k < K; k++)
-        for (ct_int n = 0; n < N; n++) bt[k * Np + n] = B[n * ldb + k];
-    for (ct_int d = 0; d < N; d += CT_CHUNK) {
-        ct_int cols = CT_MIN(CT_CHUNK, N - d), m = 0;
-        for (; m + CT_ROWS <= M; m += CT_ROWS)
-            FN(mix_block)(C + m * ldc + d, ldc, cols, A + m * lda, lda, bt + d, Np, K, alpha, CT_ROWS);
-        for (; m < M; m++)
-            FN(mix_block)(C + m * ldc + d, ldc, cols, A + m * lda, lda, bt + d, Np, K, alpha, 1);
-    }
-}
-
-#ifndef CT_NT_VIA_NN
-#define CT_NT_VIA_NN 262144 /* 64^3: T 64, Dh 64 gained (0.90); larger products were not measured */
-#endif
-static void FN(gemm_nt_via_nn)(ct_int M, ct_int N, ct_int K, real alpha, const real *A, ct_int lda, const real *B,
-                              ct_int ldb, real beta, real *C, ct_int ldc);
-
-/* C (M, N) = alpha op(A) op(B) + beta C, row-major with leading dimensions;
- * empty products are handled here (BLAS rejects zero leading dimensions),
- * small score products (beta 0) by small_gemm_nt, wider ones by gemm_nt_via_nn. */
-static void FN(gemm)(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, ct_int M, ct_int N,
-                     ct_int K, real alpha, const real *A, ct_int lda, const real *Bm, ct_int ldb,
-                     real beta, real *C, ct_int ldc)
-{
-    if (M == 0 || N == 0) return;
-    if (K == 0) {
-        if (beta == 0)
-            for (ct_int m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof(real));
-        return;
-    }
-    if (ta == CT_NOTRANS && tb == CT_TRANS && K <= CT_SMALL_DEPTH && M * N * K <= CT_SMALL_PRODUCT &&
-        K * FN(padded)(N) <= CT_SMALL_PANEL && beta == 0) {
-        FN(small_gemm_nt)(M, N, K, alpha, A, lda, Bm, ldb, C, ldc);
-        return;
-    }
-    if (ta == CT_NOTRANS && tb == CT_TRANS && K * N <= CT_SMALL_PANEL && M * N * K <= CT_NT_VIA_NN) {
-        FN(gemm_nt_via_nn)(M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
-        return;
-    }
-    GEMM(CT_ROWMAJOR, ta, tb, (int)M, (int)N, (int)K, alpha, A, (int)lda, Bm, (int)ldb, beta, C,
-         (int)ldc);
-}
 
 /* Row i of the mask of slice (b, h): element j at [j * stride[3]]. */
 static const void *FN(mask_row)(const ct_attn_mask *m, ct_int b, ct_int h, ct_int i)
@@ -213,7 +93,7 @@ typedef struct {
 static void FN(head_probs)(real *P, const FN(head_in) *x, const ct_attn_opts *o, ct_int b,
                            ct_int h, ct_int Tq, ct_int Tk, ct_int Dh)
 {
-    FN(gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dh, (real)o->scale, x->q, x->ldq, x->k, x->ldk, 0, P, Tk);
+    FN(attn_gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dh, (real)o->scale, x->q, x->ldq, x->k, x->ldk, 0, P, Tk);
     for (ct_int i = 0; i < Tq; i++) FN(mask_scores_row)(P + i * Tk, o, b, h, i, Tk);
     FN(softmax_rows)(P, Tq, Tk);
 }
@@ -234,7 +114,7 @@ static void FN(head_forward)(real *out, ct_int ld_out, real *probs, real *droppe
         Pd = dropped;
     }
     FN(dropout_slice)((real *)Pd, o, b * H + h, Tq, Tk);
-    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
+    FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
 }
 
 /* Scratch of one backward call: dP and, with dropout, the recomputed P. */
@@ -290,8 +170,8 @@ static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int l
         Pd = s->P;
     }
     /* dV += Pd^T dO;  dPd = dO V^T */
-    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
-    FN(gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
+    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
+    FN(attn_gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
     if (drop && !probs_raw) {
         /* The dropped weights are gone from probs: recompute P. */
         FN(head_probs)(s->P, x, o, b, h, Tq, Tk, Dh);
@@ -301,8 +181,8 @@ static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int l
     if (drop) FN(dropout_slice)(s->dP, o, b * H + h, Tq, Tk);
     FN(softmax_backward_rows)(s->dP, P, Tq, Tk);
     /* dQ += scale dS K;  dK += scale dS^T Q */
-    FN(gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, g->beta, g->dq, g->ldq);
-    FN(gemm)(CT_TRANS, CT_NOTRANS, Tk, Dh, Tq, scale, s->dP, Tk, x->q, x->ldq, g->beta, g->dk, g->ldk);
+    FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, g->beta, g->dq, g->ldq);
+    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dh, Tq, scale, s->dP, Tk, x->q, x->ldq, g->beta, g->dk, g->ldk);
 }
 
 /* The contiguous slices of (b, h) in (B, H, T, D) arrays. */
@@ -709,68 +589,6 @@ void FN(positional_encoding)(real *pe, ct_int max_len, ct_int d_model)
             if (c + 1 < d_model) pe[pos * d_model + c + 1] = (real)cos(angle);
         }
     }
-}
-
-/* ---- the transposed score products (see gemm) ---- */
-
-/* One CT_VEC_LEN x CT_VEC_LEN tile: bt[k * ldt + n] = B[n * ldb + k] for
- * n, k < CT_VEC_LEN, by shuffles of whole rows (8 x 8 floats, 4 x 4 doubles). */
-CT_INLINE void FN(transpose_tile)(real *bt, ct_int ldt, const real *B, ct_int ldb)
-{
-    FN(vec) r[CT_VEC_LEN], c[CT_VEC_LEN];
-    for (int i = 0; i < CT_VEC_LEN; i++) memcpy(&r[i], B + i * ldb, sizeof r[i]);
-#if CT_DTYPE_IS_F32
-    FN(vec) t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        u[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-    for (int i = 0; i < 4; i++) {
-        c[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        c[i + 4] = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    }
-#else
-    FN(vec) t[4];
-    for (int i = 0; i < 4; i += 2) {
-        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 4, 2, 6);
-        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 1, 5, 3, 7);
-    }
-    c[0] = __builtin_shufflevector(t[0], t[2], 0, 1, 4, 5);
-    c[2] = __builtin_shufflevector(t[0], t[2], 2, 3, 6, 7);
-    c[1] = __builtin_shufflevector(t[1], t[3], 0, 1, 4, 5);
-    c[3] = __builtin_shufflevector(t[1], t[3], 2, 3, 6, 7);
-#endif
-    for (int i = 0; i < CT_VEC_LEN; i++) memcpy(bt + i * ldt, &c[i], sizeof c[i]);
-}
-
-/* bt (K, N) <- B^T of B (N, K), row stride ldb: whole tiles by shuffles,
- * the edges element by element. */
-static CT_FMA_CLONES void FN(transpose_into)(real *restrict bt, const real *restrict B, ct_int ldb, ct_int N,
-                                             ct_int K)
-{
-    ct_int Nt = N / CT_VEC_LEN * CT_VEC_LEN, Kt = K / CT_VEC_LEN * CT_VEC_LEN;
-    for (ct_int n = 0; n < Nt; n += CT_VEC_LEN)
-        for (ct_int k = 0; k < Kt; k += CT_VEC_LEN) FN(transpose_tile)(bt + k * N + n, N, B + n * ldb + k, ldb);
-    for (ct_int n = 0; n < N; n++)
-        for (ct_int k = n < Nt ? Kt : 0; k < K; k++) bt[k * N + n] = B[n * ldb + k];
-}
-
-/* C (M, N) = alpha A B^T + beta C as the NN product A (B^T), B^T copied
- * into a stack panel (K * N <= CT_SMALL_PANEL). */
-static __attribute__((noinline)) void FN(gemm_nt_via_nn)(ct_int M, ct_int N, ct_int K, real alpha, const real *A,
-                                                         ct_int lda, const real *B, ct_int ldb, real beta, real *C,
-                                                         ct_int ldc)
-{
-    real bt[CT_SMALL_PANEL];
-    FN(transpose_into)(bt, B, ldb, N, K);
-    GEMM(CT_ROWMAJOR, CT_NOTRANS, CT_NOTRANS, (int)M, (int)N, (int)K, alpha, A, (int)lda, bt, (int)N, beta, C,
-         (int)ldc);
 }
 
 #endif

@@ -91,4 +91,8 @@ int FN(mha_packed_backward)(real *dxq, real *dxkv, real *dw_in, real *db_in, rea
                             const real *probs, const real *ctx, const ct_attn_opts *o,
                             const ct_mha_shape *s, int accumulate);
 void FN(positional_encoding)(real *pe, ct_int max_len, ct_int d_model);
+
+/* attention_gemm.c: the slices' products (C = alpha op(A) op(B) + beta C, row-major) */
+void FN(attn_gemm)(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, ct_int M, ct_int N, ct_int K, real alpha,
+                   const real *A, ct_int lda, const real *Bm, ct_int ldb, real beta, real *C, ct_int ldc);
 #endif
