@@ -4,6 +4,9 @@
     python bench/bench_threads.py --quick     # a short run
     python bench/bench_threads.py --lib DIR   # time the ctransformer built in DIR (before/after)
 
+With OMP_NUM_THREADS, OPENBLAS_NUM_THREADS or GOTO_NUM_THREADS set it refuses
+to run (they set ctransformer's default thread count; --env-threads overrides).
+
 For k = 0, 1, 2 other busy processes (each a Python loop spinning on one
 core, bounded in time and killed by pid when its row is done) this times one
 training step of two models from bench_transformer.py (the tutorial's
@@ -200,6 +203,23 @@ def demo_wall(lib_dir: str | None, epochs: int, threads: int | None) -> float:
         shutil.rmtree(out, ignore_errors=True)
 
 
+# Variables that set the thread count ctransformer starts with (OpenBLAS's, which
+# ctransformer takes as its default ceiling at import, and OMP_NUM_THREADS).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS")
+
+
+def refuse_thread_variables() -> None:
+    """Exit when the environment sets the thread count: the 'default' column
+    would be that count, not what a new user gets (all cores).  Measured: with
+    OPENBLAS_NUM_THREADS=1 exported, 'default' was 1 thread, and the d512 row
+    read a speed-up of 1.00x."""
+    found = {name: os.environ[name] for name in THREAD_VARIABLES if name in os.environ}
+    if found:
+        settings = ", ".join(f"{k}={v}" for k, v in found.items())
+        sys.exit(f"bench_threads: {settings} in the environment sets ctransformer's default thread count, so "
+                 f"'default' would not be a new user's default; unset it, or pass --env-threads to time it anyway")
+
+
 def demo_table(lib_dir: str | None, epochs: int, loads) -> None:
     print(f"python -m ctransformer demo --epochs {epochs}: wall seconds, default threads and --threads 1 "
           f"alternating, 2 runs each; {os.cpu_count()} cores")
@@ -228,10 +248,14 @@ def main() -> None:
     ap.add_argument("--models", default="demo,d512", help="which models, e.g. 'demo'")
     ap.add_argument("--gemm", action="store_true", help="time single GEMMs by size instead (ours and OpenBLAS's own threading)")
     ap.add_argument("--demo-epochs", type=int, default=0, help="time the whole demo (N epochs) instead")
+    ap.add_argument("--env-threads", action="store_true",
+                    help=f"run even when {' / '.join(THREAD_VARIABLES)} is set ('default' is then its count)")
     args = ap.parse_args()
-    if args.demo_epochs:
+    if args.demo_epochs:  # (its demo runs drop the thread variables themselves)
         demo_table(args.lib, args.demo_epochs, [int(x) for x in args.loads.split(",")])
         return
+    if not args.env_threads:
+        refuse_thread_variables()
     ct = import_ctransformer(args.lib)
     if args.gemm:
         gemm_table(ct, [int(x) for x in args.loads.split(",")], args.quick)
