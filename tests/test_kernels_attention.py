@@ -218,7 +218,7 @@ def test_sdpa_subnormal_weights_are_zero_and_the_flush_stays_inside(rng, threads
     (32, 32, 32, 32), (9, 13, 17, 17), (24, 40, 33, 33), (64, 64, 64, 64), (65, 64, 64, 64), (8, 65, 64, 64),
     (3, 7, 100, 100)])
 def test_sdpa_score_products_against_float64(rng, dtype, tq, tk, dh, dv):
-    """The score products (Q K^T, dO V^T) take three paths (csrc/attention.c):
+    """The score products (Q K^T, dO V^T) take three paths (attn_gemm, csrc/attention_gemm.c):
     heads up to 16 wide direct loops (small_gemm_nt); wider ones with K^T
     (V^T) in a 4096-element panel and at most 64^3 multiply-adds OpenBLAS NN
     products of a transposed copy (gemm_nt_via_nn: 8 x 8 / 4 x 4 tiles by
