@@ -225,7 +225,8 @@ def test_sdpa_score_products_against_float64(rng, dtype, tq, tk, dh, dv):
     shuffles, the edges one by one); the rest OpenBLAS as is.  Shapes on both
     sides of each limit (whole and partial vector blocks of keys, rows past
     the last block of 4, widths off the tile size) against a float64
-    reference, at 1 and 2 threads, with the same bits on both."""
+    reference, at 1 and 2 threads, with the same bits on both; then the
+    gradients accumulated into given arrays (the products with beta 1)."""
     import ctransformer as ct
     q, k, v = qkv(rng, B=3, H=2, Tq=tq, Tk=tk, Dh=dh, Dv=dv, dtype=dtype)
     mask = make_mask("float", rng, (tq, tk), dtype)
@@ -244,6 +245,12 @@ def test_sdpa_score_products_against_float64(rng, dtype, tq, tk, dh, dv):
         np.testing.assert_allclose(ours, theirs, **tol, err_msg=name)
     for one, two in zip(*runs):
         np.testing.assert_array_equal(one, two)
+    # accumulated into given gradients (the products' beta 1): start + the gradient
+    starts = [rng.standard_normal(x.shape).astype(dtype) for x in (q, k, v)]
+    summed = K.sdpa_backward(dout, q, k, v, runs[0][1], mask=mask, dq=starts[0].copy(),
+                             dk=starts[1].copy(), dv=starts[2].copy())
+    for name, ours, start, theirs in zip(["dq", "dk", "dv"], summed, starts, ref[2:]):
+        np.testing.assert_allclose(ours, start + theirs, **tol, err_msg=name + " accumulated")
 
 
 def test_cached_decoding_flushes_the_same_weights_as_sdpa():
