@@ -8,7 +8,8 @@ taken minutes apart do not compare; these do).
 
 Per token, at 1 and 2 threads (median of ROUNDS rounds):
   floor        one decode_linear GEMV over as many float32 weights as a step
-               reads (bench_transformer.weight_stream's matrix)
+               reads, in the model's own parameter memory (own_weight_rows,
+               as bench_transformer.weight_stream)
   gemvs        the step's 19 projections (3 layers x qkv, out, cross q,
                cross out, ff1, ff2, and the generator) as back-to-back
                decode_linear calls: what the weights cost in separate GEMVs
@@ -51,13 +52,51 @@ def projections(model) -> list:
     return ws + [model.generator.weight._data]
 
 
+def _root(a):
+    """The array that owns a's memory."""
+    while a.base is not None:
+        a = a.base
+    return a
+
+
+def own_weight_rows(model, nbytes: int):
+    """The floor's matrix: a (rows, 512) float32 view of nbytes of the model's
+    own parameter memory, from its first decoder weight on (the decoder's and
+    the generator's weights, where a TranslationTransformer keeps them in one
+    block: ctransformer/models/_storage.py), or None when they are not views
+    of one float32 block (then a fresh matrix stands in).
+
+    Why not a fresh matrix: on this VM the bandwidth of a stream depends on
+    where its pages landed.  In one process, one GEMV over a fresh 58 MB
+    matrix and one over the same number of the model's weight bytes took, at
+    2 threads, 1.31 / 1.32, 1.86 / 1.60 and 1.81 / 1.56 ms in three processes
+    (at 1 thread 2.31-2.36 / 2.28-2.43), and decode_linear over six fresh
+    16 MB arrays read 16.4-20.4 GB/s at 1 thread: greedy decoding over the
+    fresh floor read 0.93-1.10x at 2 threads, over its own weights'
+    memory 1.07-1.11x.  A floor is the time to stream the bytes decoding
+    streams, so it reads those bytes."""
+    import numpy as np
+    ws = [p.detach().numpy() for name, p in model.named_parameters() if name.startswith(("decoder.", "generator."))]
+    block = _root(ws[0])
+    if any(_root(w) is not block for w in ws) or block.dtype != np.float32 or not block.flags.c_contiguous:
+        return None
+    rows = nbytes // 4 // 512
+    first = min(w.__array_interface__["data"][0] for w in ws) - block.__array_interface__["data"][0]
+    start = min(first // 4, block.size - rows * 512)
+    if start < 0:
+        return None
+    return block.reshape(-1)[start:start + rows * 512].reshape(rows, 512)
+
+
 def closures(ct, model, src) -> dict:
     import numpy as np
     import ctransformer.kernels as K
     from ctransformer.decoding import greedy_decode
     ws = projections(model)
     rows = sum(w.size for w in ws) // 512
-    big = np.random.default_rng(0).standard_normal((rows, 512)).astype(np.float32)
+    big = own_weight_rows(model, rows * 512 * 4)
+    if big is None:
+        big = np.random.default_rng(0).standard_normal((rows, 512)).astype(np.float32)
     xs = {k: np.ones((1, k), np.float32) for k in {w.shape[1] for w in ws}}
     with ct.no_grad():
         memory, pad = model.encode(ct.tensor(src))
