@@ -60,11 +60,11 @@ def _root(a):
 
 
 def own_weight_rows(model, nbytes: int):
-    """The floor's matrix: a (rows, 512) float32 view of nbytes of the model's
-    own parameter memory, from its first decoder weight on (the decoder's and
-    the generator's weights, where a TranslationTransformer keeps them in one
-    block: ctransformer/models/_storage.py), or None when they are not views
-    of one float32 block (then a fresh matrix stands in).
+    """The floor's matrix, (nbytes / 2048, 512) float32: a view of nbytes of
+    the model's own parameter memory, from its first decoder weight on (the
+    decoder's and the generator's weights, where a TranslationTransformer
+    keeps them in one block: ctransformer/models/_storage.py); a fresh random
+    matrix when they are not views of one float32 block that long.
 
     Why not a fresh matrix: on this VM the bandwidth of a stream depends on
     where its pages landed.  In one process, one GEMV over a fresh 58 MB
@@ -76,16 +76,15 @@ def own_weight_rows(model, nbytes: int):
     memory 1.07-1.11x.  A floor is the time to stream the bytes decoding
     streams, so it reads those bytes."""
     import numpy as np
-    ws = [p.detach().numpy() for name, p in model.named_parameters() if name.startswith(("decoder.", "generator."))]
-    block = _root(ws[0])
-    if any(_root(w) is not block for w in ws) or block.dtype != np.float32 or not block.flags.c_contiguous:
-        return None
     rows = nbytes // 4 // 512
-    first = min(w.__array_interface__["data"][0] for w in ws) - block.__array_interface__["data"][0]
-    start = min(first // 4, block.size - rows * 512)
-    if start < 0:
-        return None
-    return block.reshape(-1)[start:start + rows * 512].reshape(rows, 512)
+    ws = [p.detach().numpy() for name, p in model.named_parameters() if name.startswith(("decoder.", "generator."))]
+    block = _root(ws[0]) if ws else None
+    if ws and all(_root(w) is block for w in ws) and block.dtype == np.float32 and block.flags.c_contiguous:
+        first = min(w.__array_interface__["data"][0] for w in ws) - block.__array_interface__["data"][0]
+        start = min(first // 4, block.size - rows * 512)
+        if start >= 0:
+            return block.reshape(-1)[start:start + rows * 512].reshape(rows, 512)
+    return np.random.default_rng(0).standard_normal((rows, 512)).astype(np.float32)
 
 
 def closures(ct, model, src) -> dict:
@@ -95,8 +94,6 @@ def closures(ct, model, src) -> dict:
     ws = projections(model)
     rows = sum(w.size for w in ws) // 512
     big = own_weight_rows(model, rows * 512 * 4)
-    if big is None:
-        big = np.random.default_rng(0).standard_normal((rows, 512)).astype(np.float32)
     xs = {k: np.ones((1, k), np.float32) for k in {w.shape[1] for w in ws}}
     with ct.no_grad():
         memory, pad = model.encode(ct.tensor(src))
