@@ -408,3 +408,84 @@ def test_huge_mask_shape_mismatch_does_not_crash():
     """)
     assert r.returncode == 0, r.stderr
     assert "ok sdpa_forward: mask.shape[3] must be 4" in r.stdout
+
+
+# ---- sdpa: queries whose gradient is zero (padding) ---------------------------
+
+def sdpa_grads_float64(q, k, v, probs, dout, p, mask=None):
+    """dq, dk, dv in float64 from the forward's weights `probs` (after dropout
+    with probability p: kept weights are P / (1 - p), dropped ones 0); mask
+    bool, True = takes part."""
+    q, k, v, pd, dout = (np.asarray(a, np.float64) for a in (q, k, v, probs, dout))
+    scale = 1 / np.sqrt(q.shape[-1])
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    P = np.exp(s - s.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    keep = (pd != 0) / (1 - p)
+    dp = (dout @ np.swapaxes(v, -1, -2)) * keep
+    ds = P * (dp - (P * dp).sum(-1, keepdims=True)) * scale
+    return ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(pd, -1, -2) @ dout
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_sdpa_backward_over_the_live_queries_only(rng, dtype, p):
+    """A slice whose last query rows of dout are zero (padded positions) runs
+    its backward over the rows before them (attention.c, live_queries): the
+    result is the dense one, every tail length (none, some, all rows) alike,
+    written or accumulated into given gradients, with or without dropout."""
+    B, H, T, D = 2, 3, 9, 8
+    q, k, v = qkv(rng, B=B, H=H, Tq=T, Tk=T, Dh=D, Dv=D, dtype=dtype)
+    dout = rng.standard_normal((B, H, T, D)).astype(dtype)
+    live = np.array([[9, 5, 0], [1, 7, 3]])  # live query rows of each (b, h)
+    for b in range(B):
+        for h in range(H):
+            dout[b, h, live[b, h]:] = 0
+    mask = np.ones((B, 1, 1, T), bool)
+    mask[1, ..., 6:] = False  # keys 6.. of batch 1 are padding: skipped too when the weights are at hand (p = 0)
+    _, probs = K.sdpa_forward(q, k, v, mask=mask, dropout_p=p, seed=5)
+    ref = sdpa_grads_float64(q, k, v, probs, dout, p, mask)
+    tol = F32 if dtype == np.float32 else F64_TIGHT
+    grads = K.sdpa_backward(dout, q, k, v, probs, mask=mask, dropout_p=p, seed=5)
+    for name, ours, theirs in zip(["dq", "dk", "dv"], grads, ref):
+        np.testing.assert_allclose(ours, theirs, **tol, err_msg=name)
+    assert (grads[0][0, 0, :, :] != 0).any() and (grads[0][0, 2] == 0).all() and (grads[1][0, 2] == 0).all()
+    starts = [rng.standard_normal(x.shape).astype(dtype) for x in (q, k, v)]
+    summed = K.sdpa_backward(dout, q, k, v, probs, mask=mask, dropout_p=p, seed=5, dq=starts[0].copy(),
+                             dk=starts[1].copy(), dv=starts[2].copy())
+    for name, ours, start, theirs in zip(["dq", "dk", "dv"], summed, starts, ref):
+        np.testing.assert_allclose(ours, start + theirs, **tol, err_msg=name + " accumulated")
+
+
+@pytest.mark.parametrize("where", ["v", "v masked", "k", "k masked", "q tail", "dout"])
+def test_sdpa_backward_zero_query_rows_still_meet_nan(rng, where):
+    """The queries skipped for their zero gradient and the keys skipped for
+    their zero weights add 0 * (their terms); where a term is NaN the dense
+    result is NaN, and so is ours: a NaN in V or K (any row, a masked key's
+    too), in a skipped query's row of Q or in dO reaches the gradients as in
+    the dense products."""
+    q, k, v = qkv(rng, B=1, H=1, Tq=6, Tk=6, Dh=4, Dv=4)
+    dout = rng.standard_normal((1, 1, 6, 4))
+    dout[..., 3:, :] = 0
+    mask = np.ones((1, 1, 1, 6), bool)
+    mask[..., 4:] = False
+    if where == "v":
+        v[0, 0, 1, 2] = np.nan
+    elif where == "v masked":
+        v[0, 0, 5, 2] = np.nan
+    elif where == "k":
+        k[0, 0, 1, 1] = np.nan
+    elif where == "k masked":
+        k[0, 0, 4, 1] = np.nan
+    elif where == "dout":
+        dout[0, 0, 1, 3] = np.nan
+    else:
+        q[0, 0, 5, 0] = np.nan
+    _, probs = K.sdpa_forward(q, k, v, mask=mask)
+    dq, dk, dv = K.sdpa_backward(dout, q, k, v, probs, mask=mask)
+    ref = sdpa_grads_float64(q, k, v, probs, dout, 0.0, mask)
+    for name, ours, theirs in zip(["dq", "dk", "dv"], (dq, dk, dv), ref):
+        np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs), err_msg=name)
+    assert np.isnan(ref[0]).any()  # every case reaches dq in the dense products
