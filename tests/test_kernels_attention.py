@@ -489,3 +489,46 @@ def test_sdpa_backward_zero_query_rows_still_meet_nan(rng, where):
     for name, ours, theirs in zip(["dq", "dk", "dv"], (dq, dk, dv), ref):
         np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs), err_msg=name)
     assert np.isnan(ref[0]).any()  # every case reaches dq in the dense products
+
+
+# ---- sdpa: keys that no query sees (padding) -------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_forward_over_the_visible_keys_only(rng, dtype, causal):
+    """Keys hidden from every query of a slice (padding) get no score and add
+    nothing to the output (attention.c, visible_keys): the results are the
+    dense ones for every count of visible keys, none included, with dropout."""
+    B, H, Tq, Tk, D = 6, 2, 7, 13, 8
+    q, k, v = qkv(rng, B=B, H=H, Tq=Tq, Tk=Tk, Dh=D, Dv=D, dtype=dtype)
+    mask = np.ones((B, 1, 1, Tk), bool)
+    for b, n in enumerate([13, 9, 8, 3, 1, 0]):
+        mask[b, ..., n:] = False
+    hidden = ~mask | (np.triu(np.ones((Tq, Tk), bool), 1) if causal else False)
+    out, probs = K.sdpa_forward(q, k, v, mask=mask, is_causal=causal)
+    s = np.where(hidden, -np.inf, q.astype(np.float64) @ np.swapaxes(k, -1, -2) / np.sqrt(D))
+    top = np.where(np.isinf(s).all(-1, keepdims=True), 0, s.max(-1, keepdims=True))
+    p = np.exp(s - top)
+    p = np.divide(p, p.sum(-1, keepdims=True), out=np.zeros_like(p), where=p.sum(-1, keepdims=True) > 0)
+    tol = F32 if dtype == np.float32 else F64_TIGHT
+    np.testing.assert_allclose(probs, p, **tol)
+    np.testing.assert_allclose(out, p @ v, **tol)
+    assert (probs[5] == 0).all() and (out[5] == 0).all()
+    out_d, probs_d = K.sdpa_forward(q, k, v, mask=mask, is_causal=causal, dropout_p=0.4, seed=2)
+    assert (probs_d[np.broadcast_to(hidden, probs_d.shape)] == 0).all()
+    np.testing.assert_allclose(out_d, probs_d.astype(np.float64) @ v, **tol)
+
+
+@pytest.mark.parametrize("nan_row", [1, 12])
+def test_sdpa_forward_hidden_keys_still_meet_nan_values(rng, nan_row):
+    """A hidden key's weight is 0, and 0 * NaN is NaN in the dense product: a
+    NaN value of a hidden key (row 12) makes the output NaN as that of a
+    visible one (row 1) does, whether or not any key is visible."""
+    q, k, v = qkv(rng, B=2, H=1, Tq=4, Tk=13, Dh=4, Dv=4)
+    v[:, 0, nan_row, 2] = np.nan
+    mask = np.ones((2, 1, 1, 13), bool)
+    mask[0, ..., 5:] = False
+    mask[1] = False  # no key visible
+    out, probs = K.sdpa_forward(q, k, v, mask=mask)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(probs @ v))
+    assert np.isnan(out[0]).any() and np.isnan(out[1]).any()
