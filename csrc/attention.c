@@ -282,9 +282,8 @@ static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int l
     FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tkl, Dv, Tl, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
     FN(attn_gemm)(CT_NOTRANS, CT_TRANS, Tl, Tkl, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
     if (drop && !probs_raw) {
-        /* The dropped weights are gone from probs: recompute P, every row (the forward's
-         * products, so the forward's bits) */
-        FN(head_probs)(s->P, x, o, b, h, Tq, Tk, Dh);
+        /* The dropped weights are gone from probs: recompute P. */
+        FN(head_probs)(s->P, x, o, b, h, Tl, Tk, Dh);
         P = s->P;
     }
     /* dP = dPd through the same dropout factors (the columns past Tkl are not read) */

@@ -168,23 +168,15 @@ def test_sdpa_large_negative_additive_mask_matches_torch(rng, dtype, torch_ref):
 
 # ---- subnormal weights ----------------------------------------------------------
 
-def sdpa_reference_float64(q, k, v, mask, dout, dropped=None, p=0.0):
-    """out, probs, dq, dk, dv of softmax(q k^T / sqrt(Dh) + mask) v in float64;
-    mask additive (float), bool (True = takes part) or None; dropped: the
-    forward's weights after dropout with probability p (kept ones P / (1 - p),
-    dropped ones 0), or None without dropout."""
-    q, k, v, dout = (np.asarray(a, np.float64) for a in (q, k, v, dout))
-    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    if mask is not None:
-        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
-    P = np.exp(s - s.max(-1, keepdims=True))
-    P /= P.sum(-1, keepdims=True)
-    pd = P if dropped is None else np.asarray(dropped, np.float64)
+def sdpa_reference_float64(q, k, v, mask, dout):
+    """out, probs, dq, dk, dv of softmax(q k^T / sqrt(Dh) + mask) v in float64."""
+    q, k, v, mask, dout = (np.asarray(a, np.float64) for a in (q, k, v, mask, dout))
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]) + mask
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
     dp = dout @ np.swapaxes(v, -1, -2)
-    if dropped is not None:
-        dp *= (pd != 0) / (1 - p)
-    ds = P * (dp - (P * dp).sum(-1, keepdims=True)) / np.sqrt(q.shape[-1])
-    return pd @ v, P, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(pd, -1, -2) @ dout
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True)) / np.sqrt(q.shape[-1])
+    return p @ v, p, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ dout
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -418,16 +410,32 @@ def test_huge_mask_shape_mismatch_does_not_crash():
     assert "ok sdpa_forward: mask.shape[3] must be 4" in r.stdout
 
 
-# ---- sdpa: the backward's live part (padding) ------------------------------------
+# ---- sdpa: queries whose gradient is zero (padding) ---------------------------
+
+def sdpa_grads_float64(q, k, v, probs, dout, p, mask=None):
+    """dq, dk, dv in float64 from the forward's weights `probs` (after dropout
+    with probability p: kept weights are P / (1 - p), dropped ones 0); mask
+    bool, True = takes part."""
+    q, k, v, pd, dout = (np.asarray(a, np.float64) for a in (q, k, v, probs, dout))
+    scale = 1 / np.sqrt(q.shape[-1])
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    P = np.exp(s - s.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    keep = (pd != 0) / (1 - p)
+    dp = (dout @ np.swapaxes(v, -1, -2)) * keep
+    ds = P * (dp - (P * dp).sum(-1, keepdims=True)) * scale
+    return ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(pd, -1, -2) @ dout
+
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("p", [0.0, 0.3])
-def test_sdpa_backward_over_the_live_part_only(rng, dtype, p):
+def test_sdpa_backward_over_the_live_queries_only(rng, dtype, p):
     """A slice whose last query rows of dout are zero (padded positions) runs
-    its backward over the rows before them, and over the keys they weigh
-    (attention.c, live_part_of): the result is the dense one, every tail
-    length (none, some, all rows) alike, written or accumulated into given
-    gradients, with or without dropout."""
+    its backward over the rows before them (attention.c, live_queries): the
+    result is the dense one, every tail length (none, some, all rows) alike,
+    written or accumulated into given gradients, with or without dropout."""
     B, H, T, D = 2, 3, 9, 8
     q, k, v = qkv(rng, B=B, H=H, Tq=T, Tk=T, Dh=D, Dv=D, dtype=dtype)
     dout = rng.standard_normal((B, H, T, D)).astype(dtype)
@@ -438,7 +446,7 @@ def test_sdpa_backward_over_the_live_part_only(rng, dtype, p):
     mask = np.ones((B, 1, 1, T), bool)
     mask[1, ..., 6:] = False  # keys 6.. of batch 1 are padding: skipped too when the weights are at hand (p = 0)
     _, probs = K.sdpa_forward(q, k, v, mask=mask, dropout_p=p, seed=5)
-    ref = sdpa_reference_float64(q, k, v, mask, dout, probs if p else None, p)[2:]
+    ref = sdpa_grads_float64(q, k, v, probs, dout, p, mask)
     tol = F32 if dtype == np.float32 else F64_TIGHT
     grads = K.sdpa_backward(dout, q, k, v, probs, mask=mask, dropout_p=p, seed=5)
     for name, ours, theirs in zip(["dq", "dk", "dv"], grads, ref):
@@ -477,7 +485,7 @@ def test_sdpa_backward_zero_query_rows_still_meet_nan(rng, where):
         q[0, 0, 5, 0] = np.nan
     _, probs = K.sdpa_forward(q, k, v, mask=mask)
     dq, dk, dv = K.sdpa_backward(dout, q, k, v, probs, mask=mask)
-    ref = sdpa_reference_float64(q, k, v, mask, dout)[2:]
+    ref = sdpa_grads_float64(q, k, v, probs, dout, 0.0, mask)
     for name, ours, theirs in zip(["dq", "dk", "dv"], (dq, dk, dv), ref):
         np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs), err_msg=name)
     assert np.isnan(ref[0]).any()  # every case reaches dq in the dense products
