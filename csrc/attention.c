@@ -12,9 +12,7 @@
  *     dQ = scale dS K,   dK = scale dS^T Q
  * Every product is a GEMM per (b, h) (attn_gemm, in attention_gemm.c); the
  * (Tq, Tk) intermediates of backward live in a per-call scratch of one or two
- * (Tq, Tk) matrices.  Padding is skipped where the result is the same: keys no
- * query sees get no score (head_probs), and backward visits only the queries
- * with a gradient and the keys with a weight (live_part_of). */
+ * (Tq, Tk) matrices. */
 #ifndef CT_TEMPLATE_PASS
 #include "attention.h"
 #include "fused.h"
@@ -89,66 +87,16 @@ typedef struct {
     real beta;
 } FN(head_grad);
 
-/* Rows [first, rows) of a slice's output or gradient (D wide, stride ld): zeroed
- * when the slice writes them (beta 0), kept when it accumulates. */
-static void FN(zero_rows)(real *a, ct_int ld, ct_int first, ct_int rows, ct_int D, real beta)
-{
-    if (beta != 0) return;
-    for (ct_int i = first; i < rows; i++) memset(a + i * ld, 0, (size_t)D * sizeof(real));
-}
-
-/* 1 + the last key a bool mask or causality leaves visible to some row of
- * slice (b, h): later keys get weight 0 whatever their scores (both set -inf;
- * an additive -inf leaves a NaN or +inf score NaN: then Tk). */
-static ct_int FN(visible_keys)(const ct_attn_opts *o, ct_int b, ct_int h, ct_int Tq, ct_int Tk)
-{
-    const ct_attn_mask *m = &o->mask;
-    if (m->kind == CT_MASK_ADD || (m->kind == CT_MASK_NONE && !o->is_causal)) return Tk;
-    ct_int count = 0;
-    for (ct_int i = 0; i < Tq && count < Tk; i++) {
-        ct_int j = o->is_causal ? CT_MIN(Tk, i + 1) : Tk;
-        if (m->kind == CT_MASK_BOOL) {
-            const unsigned char *keep = FN(mask_row)(m, b, h, i);
-            while (j > count && !keep[(j - 1) * m->stride[3]]) j--;
-        }
-        count = CT_MAX(count, j);
-    }
-    return count;
-}
-
-/* P (Tq, Tc) at row stride Tc -> row stride Tk, columns Tc.. 0 (hidden keys'
- * weights), or NaN in a NaN row (softmax_row's, hidden keys included). */
-static void FN(spread_columns)(real *P, ct_int Tq, ct_int Tc, ct_int Tk)
-{
-    for (ct_int i = Tq - 1; i >= 0; i--) { /* from the last row: a row never lands on one still to move */
-        real *row = P + i * Tk;
-        memmove(row, P + i * Tc, (size_t)Tc * sizeof(real));
-        real tail = Tc > 0 && row[0] != row[0] ? row[0] : (real)0;
-        for (ct_int j = Tc; j < Tk; j++) row[j] = tail;
-    }
-}
-
 /* head_probs: weights of slice (b, h) before dropout
  *   q (Tq, Dh), k (Tk, Dh) as in x -> P (Tq, Tk) = softmax(scale q k^T + mask)
  *   (softmax_rows of softmax.c, softmax_row's bits except that weights below FLT_MIN are 0
- *   (run_slices flushes subnormals); a row with every key masked is all 0).
- *   Only the first Tc columns are computed (visible_keys, rounded up to whole
- *   CT_LANES: each row's CT_LANE_SUM adds the lanes it adds over all Tk, whose
- *   hidden exps are 0); the rest are 0.  Returns Tc. */
-static ct_int FN(head_probs)(real *P, const FN(head_in) *x, const ct_attn_opts *o, ct_int b,
-                             ct_int h, ct_int Tq, ct_int Tk, ct_int Dh)
+ *   (run_slices flushes subnormals); a row with every key masked is all 0) */
+static void FN(head_probs)(real *P, const FN(head_in) *x, const ct_attn_opts *o, ct_int b,
+                           ct_int h, ct_int Tq, ct_int Tk, ct_int Dh)
 {
-    ct_int Tc = FN(visible_keys)(o, b, h, Tq, Tk);
-    Tc = CT_MIN(Tk, (Tc + CT_LANES - 1) / CT_LANES * CT_LANES);
-    if (Tc == 0) { /* every key hidden from every row: all weights 0 */
-        memset(P, 0, (size_t)(Tq * Tk) * sizeof(real));
-        return 0;
-    }
-    FN(attn_gemm)(CT_NOTRANS, CT_TRANS, Tq, Tc, Dh, (real)o->scale, x->q, x->ldq, x->k, x->ldk, 0, P, Tc);
-    for (ct_int i = 0; i < Tq; i++) FN(mask_scores_row)(P + i * Tc, o, b, h, i, Tc);
-    FN(softmax_rows)(P, Tq, Tc);
-    if (Tc < Tk) FN(spread_columns)(P, Tq, Tc, Tk);
-    return Tc;
+    FN(attn_gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dh, (real)o->scale, x->q, x->ldq, x->k, x->ldk, 0, P, Tk);
+    for (ct_int i = 0; i < Tq; i++) FN(mask_scores_row)(P + i * Tk, o, b, h, i, Tk);
+    FN(softmax_rows)(P, Tq, Tk);
 }
 
 /* head_forward: one (b, h) slice
@@ -160,19 +108,14 @@ static void FN(head_forward)(real *out, ct_int ld_out, real *probs, real *droppe
                              const FN(head_in) *x, const ct_attn_opts *o, ct_int b, ct_int h,
                              ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
 {
-    ct_int Tc = FN(head_probs)(probs, x, o, b, h, Tq, Tk, Dh);
+    FN(head_probs)(probs, x, o, b, h, Tq, Tk, Dh);
     const real *Pd = probs;
     if (o->dropout_p > 0 && dropped != NULL) {
         memcpy(dropped, probs, (size_t)(Tq * Tk) * sizeof(real));
         Pd = dropped;
     }
     FN(dropout_slice)((real *)Pd, o, b * H + h, Tq, Tk, Tq);
-    /* keys past Tc add 0 * V (a NaN row is NaN already): exact when their values are finite */
-    if (Tc < Tk && !FN(block_is_finite)(x->v + Tc * x->ldv, Tk - Tc, Dv, x->ldv)) Tc = Tk;
-    if (Tc == 0)
-        FN(zero_rows)(out, ld_out, 0, Tq, Dv, 0);
-    else
-        FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tc, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
+    FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
 }
 
 /* Scratch of one backward call: dP and, with dropout, the recomputed P. */
@@ -213,16 +156,24 @@ static CT_VECTOR_CLONES void FN(softmax_backward_rows)(real *dP, const real *P, 
     }
 }
 
-/* The part of a (b, h) slice its backward must visit: queries [0, Tl), keys
- * [0, Tkl).  With padding, the rest adds exactly nothing:
- *   - queries from Tl on have zero rows of dO (a padded position's gradient is
- *     0 in every layer): each adds 0 * (its terms) to dV, dK and dQ;
- *   - keys from Tkl on have weight P = 0 in every visited row (masked): dV and
- *     dK get nothing there, and their dS = P * (...) is 0.
+/* Rows [first, rows) of a (b, h) slice's gradient, D wide at stride ld: zeroed
+ * when the slice writes (beta 0), left as they are when it accumulates. */
+static void FN(zero_rows)(real *a, ct_int ld, ct_int first, ct_int rows, ct_int D, real beta)
+{
+    if (beta != 0) return;
+    for (ct_int i = first; i < rows; i++) memset(a + i * ld, 0, (size_t)D * sizeof(real));
+}
+
+/* The part of a (b, h) slice that its backward must visit: queries [0, Tl),
+ * keys [0, Tkl).  Padding makes the rest add exactly nothing:
+ *   - queries from Tl on whose rows of dO are zero (every layer's gradient is 0
+ *     at a padded position): each adds 0 * (its terms) to dV, dK and dQ;
+ *   - keys from Tkl on whose weights P are 0 in every visited query row (masked
+ *     keys): dV and dK get nothing there, and their dS = P * (...) is 0.
  * Exact only when those terms are finite (0 * NaN is NaN): the skipped rows of
- * probs and Q, K and V, and dO when keys are skipped, are checked, else the
- * whole slice is visited.  P (the weights before dropout) is NULL when not at
- * hand (probs after dropout are 0 where dropped, not where P is): all keys. */
+ * probs and Q, and K and V, are checked, else the whole slice is visited.
+ * P (the weights before dropout) is NULL when it is not at hand (probs after
+ * dropout: a dropped weight is 0 there, not P): then every key is visited. */
 typedef struct {
     ct_int Tl, Tkl;
 } FN(live_part);

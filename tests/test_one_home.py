@@ -119,24 +119,6 @@ def test_attention_weights_are_softmax_rows(dtype, rng, T, Tq):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("T, visible", [(11, 5), (11, 8), (11, 9), (70, 13), (70, 64), (20, 0)])
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention_weights_with_padded_keys_are_softmax_rows(dtype, rng, T, visible, causal):
-    """Keys that no row of a slice sees (padding: attention.c's visible_keys)
-    get no score; the weights are still softmax_forward's rows over all the
-    keys, bit for bit (the columns computed are whole lanes of CT_LANE_SUM),
-    a NaN row NaN in the hidden columns too."""
-    q, k = scores_through_identity(rng, dtype, T=T)
-    keep = np.ones((2, 1, 1, T), dtype=bool)
-    keep[0, ..., visible:] = False  # batch 0: the keys from `visible` on are padding
-    q[0, 1, min(3, T - 1), 0] = np.nan
-    _, probs = K.sdpa_forward(q, k, k, mask=keep, scale=1.0, is_causal=causal)
-    hidden = ~keep | (np.triu(np.ones((T, T), bool), 1) if causal else False)
-    assert identical(probs, K.softmax_forward(np.where(hidden, -np.inf, q).astype(dtype)))
-    assert np.all(np.isnan(probs[0, 1, min(3, T - 1)])) == (visible > 0)  # its NaN score is visible
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_decoding_step_weights_are_softmax_rows(dtype, rng):
     q, k = scores_through_identity(rng, dtype)
     q_t = q[:, :, 0, :].copy()  # (B, H, Dh): one query per (row, head)
