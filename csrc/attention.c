@@ -49,13 +49,12 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
         for (ct_int j = i + 1; j < Tk; j++) row[j] = -INFINITY;
 }
 
-/* Multiply the first `rows` rows of the (Tq, Tk) weights of slice (b, h) by
- * their dropout factors: weight `flat` (see ct_attn_opts) is dropped (factor 0)
- * unless ct_random_kept(seed, flat, ct_random_threshold(p)), else scaled by
- * 1 / (1 - p).  The keep flags come in chunks from ct_random_keep_range; a
- * row's flags do not depend on `rows`. */
+/* Multiply the weights of slice (b, h) by their dropout factors: weight
+ * `flat` (see ct_attn_opts) is dropped (factor 0) unless
+ * ct_random_kept(seed, flat, ct_random_threshold(p)), else scaled by
+ * 1 / (1 - p).  The keep flags come in chunks from ct_random_keep_range. */
 CT_RANDOM_CLONES
-static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk, ct_int rows)
+static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
 {
     double p = o->dropout_p;
     if (p <= 0) return;
@@ -64,8 +63,8 @@ static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int 
     uint64_t threshold = ct_random_threshold(p);
     enum { CHUNK = 256 };
     uint8_t kept[CHUNK];
-    for (ct_int n0 = 0; n0 < rows * Tk; n0 += CHUNK) {
-        ct_int len = CT_MIN((ct_int)CHUNK, rows * Tk - n0);
+    for (ct_int n0 = 0; n0 < Tq * Tk; n0 += CHUNK) {
+        ct_int len = CT_MIN((ct_int)CHUNK, Tq * Tk - n0);
         ct_random_keep_range(kept, len, o->seed, base + (uint64_t)n0, threshold);
         for (ct_int n = 0; n < len; n++) P[n0 + n] *= kept[n] ? keep : (real)0;
     }
@@ -114,7 +113,7 @@ static void FN(head_forward)(real *out, ct_int ld_out, real *probs, real *droppe
         memcpy(dropped, probs, (size_t)(Tq * Tk) * sizeof(real));
         Pd = dropped;
     }
-    FN(dropout_slice)((real *)Pd, o, b * H + h, Tq, Tk, Tq);
+    FN(dropout_slice)((real *)Pd, o, b * H + h, Tq, Tk);
     FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
 }
 
@@ -143,72 +142,20 @@ static void FN(scratch_free)(FN(head_scratch) *s)
     free(s->P);
 }
 
-/* dS = P * (dP - rowsum(P * dP)), in place in dP (the softmax Jacobian), over
- * the first `cols` columns of rows of stride ld. */
-static CT_VECTOR_CLONES void FN(softmax_backward_rows)(real *dP, const real *P, ct_int rows, ct_int cols,
-                                                       ct_int ld)
+/* dS = P * (dP - rowsum(P * dP)), in place in dP (the softmax Jacobian). */
+static CT_VECTOR_CLONES void FN(softmax_backward_rows)(real *dP, const real *P, ct_int Tq, ct_int Tk)
 {
-    for (ct_int i = 0; i < rows; i++) {
-        real *d = dP + i * ld;
-        const real *p = P + i * ld;
-        real dot = (real)VDOT(p, d, cols);
-        for (ct_int j = 0; j < cols; j++) d[j] = p[j] * (d[j] - dot);
+    for (ct_int i = 0; i < Tq; i++) {
+        real *d = dP + i * Tk;
+        const real *p = P + i * Tk;
+        real dot = (real)VDOT(p, d, Tk);
+        for (ct_int j = 0; j < Tk; j++) d[j] = p[j] * (d[j] - dot);
     }
-}
-
-/* Rows [first, rows) of a (b, h) slice's gradient, D wide at stride ld: zeroed
- * when the slice writes (beta 0), left as they are when it accumulates. */
-static void FN(zero_rows)(real *a, ct_int ld, ct_int first, ct_int rows, ct_int D, real beta)
-{
-    if (beta != 0) return;
-    for (ct_int i = first; i < rows; i++) memset(a + i * ld, 0, (size_t)D * sizeof(real));
-}
-
-/* The part of a (b, h) slice that its backward must visit: queries [0, Tl),
- * keys [0, Tkl).  Padding makes the rest add exactly nothing:
- *   - queries from Tl on whose rows of dO are zero (every layer's gradient is 0
- *     at a padded position): each adds 0 * (its terms) to dV, dK and dQ;
- *   - keys from Tkl on whose weights P are 0 in every visited query row (masked
- *     keys): dV and dK get nothing there, and their dS = P * (...) is 0.
- * Exact only when those terms are finite (0 * NaN is NaN): the skipped rows of
- * probs and Q, and K and V, are checked, else the whole slice is visited.
- * P (the weights before dropout) is NULL when it is not at hand (probs after
- * dropout: a dropped weight is 0 there, not P): then every key is visited. */
-typedef struct {
-    ct_int Tl, Tkl;
-} FN(live_part);
-
-/* 1 + the last column of P (rows, Tk) with a nonzero weight in any row (0: none). */
-static ct_int FN(live_key_count)(const real *P, ct_int rows, ct_int Tk)
-{
-    ct_int count = 0;
-    for (ct_int i = 0; i < rows && count < Tk; i++) {
-        ct_int j = Tk;
-        while (j > count && P[i * Tk + j - 1] == 0) j--;
-        count = j;
-    }
-    return count;
-}
-
-static FN(live_part) FN(live_part_of)(const real *dout, ct_int ld_dout, const FN(head_in) *x, const real *probs,
-                                      const real *P, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
-{
-    FN(live_part) all = {Tq, Tk}, live = {FN(zero_tail_start)(dout, Tq, Dv, ld_dout), Tk};
-    if (P != NULL) live.Tkl = FN(live_key_count)(P, live.Tl, Tk);
-    if (live.Tl == Tq && live.Tkl == Tk) return all;
-    /* skipped keys meet the visited rows of dO in dV and dP: those must be finite too */
-    int exact = FN(block_is_finite)(probs + live.Tl * Tk, Tq - live.Tl, Tk, Tk) &&
-                FN(block_is_finite)(x->q + live.Tl * x->ldq, Tq - live.Tl, Dh, x->ldq) &&
-                FN(block_is_finite)(x->k, Tk, Dh, x->ldk) && FN(block_is_finite)(x->v, Tk, Dv, x->ldv) &&
-                (live.Tkl == Tk || FN(block_is_finite)(dout, live.Tl, Dv, ld_dout));
-    return exact ? live : all;
 }
 
 /* head_backward: one (b, h) slice (accumulates into g)
  *   dout (Tq, Dv) row stride ld_dout; x as in head_forward; probs as head_forward saved
- *   them: after dropout (probs_raw = 0) or before (probs_raw = 1)
- *   Over the live part of the slice only (live_part_of): the gradients' rows
- *   outside it are zeroed when written (beta 0), kept when accumulated. */
+ *   them: after dropout (probs_raw = 0) or before (probs_raw = 1) */
 static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int ld_dout,
                               const FN(head_in) *x, const real *probs, int probs_raw,
                               FN(head_scratch) *s, const ct_attn_opts *o, ct_int b, ct_int h,
@@ -216,33 +163,26 @@ static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int l
 {
     real scale = (real)o->scale;
     int drop = o->dropout_p > 0;
-    FN(live_part) L = FN(live_part_of)(dout, ld_dout, x, probs, drop && !probs_raw ? NULL : probs, Tq, Tk, Dh, Dv);
-    ct_int Tl = L.Tl, Tkl = L.Tkl;
-    if (Tl == 0 || Tkl == 0) Tl = Tkl = 0; /* nothing flows back */
-    FN(zero_rows)(g->dq, g->ldq, Tl, Tq, Dh, g->beta);
-    FN(zero_rows)(g->dk, g->ldk, Tkl, Tk, Dh, g->beta);
-    FN(zero_rows)(g->dv, g->ldv, Tkl, Tk, Dv, g->beta);
-    if (Tl == 0) return;
     const real *P = probs, *Pd = probs;
     if (drop && probs_raw) { /* Pd = P times the dropout factors (regenerated from the seed) */
-        memcpy(s->P, probs, (size_t)(Tl * Tk) * sizeof(real));
-        FN(dropout_slice)(s->P, o, b * H + h, Tq, Tk, Tl);
+        memcpy(s->P, probs, (size_t)(Tq * Tk) * sizeof(real));
+        FN(dropout_slice)(s->P, o, b * H + h, Tq, Tk);
         Pd = s->P;
     }
     /* dV += Pd^T dO;  dPd = dO V^T */
-    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tkl, Dv, Tl, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
-    FN(attn_gemm)(CT_NOTRANS, CT_TRANS, Tl, Tkl, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
+    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
+    FN(attn_gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
     if (drop && !probs_raw) {
         /* The dropped weights are gone from probs: recompute P. */
-        FN(head_probs)(s->P, x, o, b, h, Tl, Tk, Dh);
+        FN(head_probs)(s->P, x, o, b, h, Tq, Tk, Dh);
         P = s->P;
     }
-    /* dP = dPd through the same dropout factors (the columns past Tkl are not read) */
-    if (drop) FN(dropout_slice)(s->dP, o, b * H + h, Tq, Tk, Tl);
-    FN(softmax_backward_rows)(s->dP, P, Tl, Tkl, Tk);
+    /* dP = dPd through the same dropout factors */
+    if (drop) FN(dropout_slice)(s->dP, o, b * H + h, Tq, Tk);
+    FN(softmax_backward_rows)(s->dP, P, Tq, Tk);
     /* dQ += scale dS K;  dK += scale dS^T Q */
-    FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tl, Dh, Tkl, scale, s->dP, Tk, x->k, x->ldk, g->beta, g->dq, g->ldq);
-    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tkl, Dh, Tl, scale, s->dP, Tk, x->q, x->ldq, g->beta, g->dk, g->ldk);
+    FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, g->beta, g->dq, g->ldq);
+    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dh, Tq, scale, s->dP, Tk, x->q, x->ldq, g->beta, g->dk, g->ldk);
 }
 
 /* The contiguous slices of (b, h) in (B, H, T, D) arrays. */

@@ -214,25 +214,6 @@ static CT_VECTOR_CLONES int FN(row_is_finite)(const real *restrict row, ct_int N
     return !bad;
 }
 
-/* zero_tail_start
- *   a (rows, cols), row stride ld  ->  the first row r such that rows r .. rows - 1
- *   are all zeros (rows when the last row is not): the live prefix of a gradient
- *   whose dead rows (padding) come last, as in an attention slice's queries. */
-ct_int FN(zero_tail_start)(const real *a, ct_int rows, ct_int cols, ct_int ld)
-{
-    ct_int r = rows;
-    while (r > 0 && FN(row_is_zero)(a + (r - 1) * ld, cols)) r--;
-    return r;
-}
-
-/* block_is_finite: is a (rows, cols), row stride ld, free of inf and NaN? */
-int FN(block_is_finite)(const real *a, ct_int rows, ct_int cols, ct_int ld)
-{
-    for (ct_int r = 0; r < rows; r++)
-        if (!FN(row_is_finite)(a + r * ld, cols)) return 0;
-    return 1;
-}
-
 typedef struct {
     ct_int *idx; /* idx[m] <- 1 when row m is live (then compacted in place) */
     const real *dout, *a, *b;

@@ -18,8 +18,6 @@ void FN(bias_act_backward)(real *dinp, real *dbias, const real *dout, const real
 void FN(add_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp,
                                const real *residual, const real *weight, const real *bias,
                                double eps, ct_int M, ct_int N);
-ct_int FN(zero_tail_start)(const real *a, ct_int rows, ct_int cols, ct_int ld);
-int FN(block_is_finite)(const real *a, ct_int rows, ct_int cols, ct_int ld);
 int FN(rows_linear_backward)(real *dinp, real *dweight, real *dbias, const real *dout,
                              const real *inp, const real *weight, ct_int M, ct_int K, ct_int N,
                              int accumulate);

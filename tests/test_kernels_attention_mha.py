@@ -353,39 +353,6 @@ def test_mha_packed_gradients_float64(rng, self_attn, bias):
     check_grads(forward, grads, inputs, names)
 
 
-@pytest.mark.parametrize("self_attn", [True, False])
-@pytest.mark.parametrize("causal", [False, True])
-def test_mha_packed_gradients_float64_live_part_only(rng, self_attn, causal):
-    """The slices' backward visits only their live part (csrc/attention.c,
-    live_part_of): the queries after the last one with a nonzero output
-    gradient, and the keys masked for every query it visits, are skipped.
-    Finite differences of a loss that weights padded query rows 0 (as one
-    that ignores padding does), with key padding and dropout (the weights
-    saved before dropout: the keys are skipped there too)."""
-    B, T = 3, 5
-    xq, kv, w = packed_setup(rng, self_attn, B=B, Tq=T, Tk=T)
-    q_len, k_len = np.array([5, 3, 1]), (np.array([5, 3, 1]) if self_attn else np.array([4, 2, 5]))
-    q_live = (np.arange(T)[None, :] < q_len[:, None]).T[:, :, None]  # (T, B, 1), sequence first
-    mask = (np.arange(T)[None, :] < k_len[:, None])[:, None, None, :]
-    opts = dict(mask=mask, is_causal=causal, dropout_p=0.2, seed=3, seq_first=True)
-    inputs = dict(query=seq_first(xq), **({} if self_attn else dict(kv=seq_first(kv))), **w)
-    names = list(inputs)
-
-    def split(vals):
-        d = dict(zip(names, vals))
-        return d["query"], d.get("kv"), d["in_proj_weight"], d["in_proj_bias"], d["out_weight"], d["out_bias"], 2
-
-    def forward(*vals):
-        return K.mha_packed_forward(*split(vals), **opts)[0] * q_live
-
-    def grads(dout, *vals):
-        args = split(vals)
-        _, saved = K.mha_packed_forward(*args, **opts)
-        return K.mha_packed_backward(dout * q_live, *args, saved, **opts)._asdict()
-
-    check_grads(forward, grads, inputs, names)
-
-
 def test_mha_packed_padding_rows_skipped_exactly(rng):
     """With key padding and zero output gradients on padded query rows, whole
     token rows of the projections' gradients are zero and are skipped: the
