@@ -31,13 +31,17 @@ __all__ = ["greedy_decode", "beam_search", "generate"]
 
 @contextlib.contextmanager
 def _eval(model):
-    was = model.training
+    """Eval mode and no_grad for a decoding loop, then every module's own mode
+    back: ``model.train(was)`` would push the root's mode down onto submodules
+    the caller had set apart (a frozen layer kept in eval while training)."""
+    modes = [(module, module.training) for module in model.modules()]
     model.eval()
     try:
         with no_grad():
             yield
     finally:
-        model.train(was)
+        for module, training in modes:
+            module.training = training
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:

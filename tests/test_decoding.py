@@ -218,6 +218,35 @@ def test_float32_model_and_restored_training_mode():
     assert m.training and m.encoder.layers[0].training
 
 
+def _decoder_and_run(decode):
+    """A model with dropout and a call that decodes with it -> tokens (ndarray)."""
+    if decode == "generate":
+        ct.manual_seed(0)
+        lm = DecoderLM(9, d_model=8, nhead=2, num_layers=2, dim_feedforward=16, dropout=0.5).double()
+        return lm, lambda: decoding.generate(lm, np.array([[1, 2]]), 4, greedy=True)._data
+    m = model()
+    if decode == "greedy":
+        return m, lambda: decoding.greedy_decode(m, SRC, 5, SOS, EOS)._data
+    return m, lambda: decoding.beam_search(m, SRC, 2, 5, SOS, EOS)[0]._data
+
+
+@pytest.mark.parametrize("decode", ["greedy", "beam", "generate"])
+def test_decoding_restores_each_modules_own_mode(decode):
+    """A submodule set apart (in eval inside a model in training) keeps its
+    own mode after decoding, which itself runs in eval mode."""
+    m, run = _decoder_and_run(decode)
+    m.train()
+    next(mod for mod in m.modules() if mod is not m and list(mod.children())).eval()
+    before = {id(mod): mod.training for mod in m.modules()}
+    assert any(before.values()) and not all(before.values())
+    first = run()
+    assert {id(mod): mod.training for mod in m.modules()} == before
+    np.testing.assert_array_equal(run(), first)  # dropout is off while decoding
+    m.eval()
+    run()
+    assert not any(mod.training for mod in m.modules())
+
+
 def test_decoding_errors():
     m = model()
     with pytest.raises(ValueError, match="greedy_decode: max_len must be an int >= 1, got 0"):
