@@ -156,10 +156,10 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         return bool(self._data.reshape(-1)[0])
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar("float"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar("int"))
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iub" or self._data.size != 1:
@@ -211,9 +211,16 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         return t
 
     def item(self):
+        if self._data.size != 1:  # torch: RuntimeError here, ValueError from float() / int()
+            raise RuntimeError(f"item: a Tensor with {self._data.size} elements cannot be converted to Scalar, "
+                               f"shape {tuple(self._data.shape)}")
+        return self._data.reshape(-1)[0].item()
+
+    def _scalar(self, fn: str):
+        """The one element, for float() / int(): ValueError otherwise, as torch."""
         if self._data.size != 1:
-            raise ValueError(f"item: only one element tensors can be converted to Python scalars, "
-                             f"got {self._data.size} elements")
+            raise ValueError(f"{fn}(): only one element tensors can be converted to Python scalars, "
+                             f"got {self._data.size} elements (shape {tuple(self._data.shape)})")
         return self._data.reshape(-1)[0].item()
 
     def tolist(self):
