@@ -158,6 +158,39 @@ def test_unary_parity_and_gradcheck(name):
     check_gradients(op, x)
 
 
+@pytest.mark.parametrize("p", [2, "fro", 1, 3, 1.5, 0, float("inf")])
+def test_norm_at_zero_vectors_matches_torch(p):
+    """A zero row's norm gradient is 0 (torch's), not sqrt's inf times 0 = NaN."""
+    x = np.array([[0.0, 0.0, 0.0], [1.5, -2.0, 0.5], [0.0, 3.0, 0.0]], np.float32)
+    grad = [] if p == 0 else None  # p = 0 (a count): torch leaves x.grad None, ours is zeros (checked below)
+    assert_parity(lambda T, a: a.norm(p=p, dim=1), x, grad=grad)
+    assert_parity(lambda T, a: T.norm(a * 0, p=p), x, grad=grad)
+
+
+def test_norm_gradient_at_zero_vector_is_zero_and_gradchecks_elsewhere():
+    """Torch-free: the subgradient 0 at the zero vector, finite differences elsewhere."""
+    for p in (2, 3, 1.5, 0):
+        x = ct.zeros(2, 3, dtype=ct.float64, requires_grad=True)
+        x.norm(p=p, dim=1).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 3)))
+    x = f32(3, 4, lo=0.1)
+    for p in (2, 3, 1.5):
+        check_gradients(lambda T, a: a.norm(p=p, dim=0), x)
+    counts = ct.tensor([[0.0, 2.0, -1.0], [0.0, 0.0, 0.0]]).norm(p=0, dim=1)
+    np.testing.assert_array_equal(counts.numpy(), np.array([2.0, 0.0], np.float32))
+
+
+def test_normalize_and_cosine_similarity_at_a_zero_row_match_torch():
+    x = np.array([[0.0, 0.0], [3.0, 4.0]], np.float32)
+    other = np.array([[1.0, 2.0], [1.0, 1.0]], np.float32)
+    assert_parity(lambda T, a: T.nn.functional.normalize(a, dim=1), x, tol=dict(rtol=2e-4, atol=2e-5))
+    assert_parity(lambda T, a, b: T.nn.functional.cosine_similarity(a, b), x, other, grad=[0])
+    # torch-free: d(x / max(|x|, eps))/dx at x = 0 is 1 / eps on the diagonal
+    z = ct.zeros(1, 2, dtype=ct.float64, requires_grad=True)
+    ct.nn.functional.normalize(z, dim=1, eps=1e-3).sum().backward()
+    np.testing.assert_allclose(z.grad.numpy(), [[1e3, 1e3]])
+
+
 def test_relu_at_zero_and_clamp_at_boundary_match_torch():
     x = np.array([-1.0, 0.0, 0.5, 1.0], np.float32)
     assert_parity(lambda T, a: a.relu(), x)

@@ -34,17 +34,15 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
     _check_tensor(input, "normalize")
     if out is not None:
         raise TypeError("normalize(): the out= argument is not supported")
-    norm = input.abs().pow(p).sum(dim, keepdim=True).pow(1.0 / p) if p != 2 else \
-        (input * input).sum(dim, keepdim=True).sqrt()
-    return input / norm.clamp(min=eps).expand_as(input)
+    return input / input.norm(p, dim, keepdim=True).clamp(min=eps).expand_as(input)
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """sum(x1 * x2, dim) / (max(||x1||, eps) * max(||x2||, eps)), broadcasting x1 and x2."""
     _check_tensor(x1, "cosine_similarity", "x1")
     _check_tensor(x2, "cosine_similarity", "x2")
-    n1 = (x1 * x1).sum(dim, keepdim=True).sqrt().clamp(min=eps)
-    n2 = (x2 * x2).sum(dim, keepdim=True).sqrt().clamp(min=eps)
+    n1 = x1.norm(2, dim, keepdim=True).clamp(min=eps)  # (norm's gradient is 0 at a zero vector, as torch's)
+    n2 = x2.norm(2, dim, keepdim=True).clamp(min=eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 

@@ -178,8 +178,28 @@ class ReductionsMixin:
         return _T._softmax(x, dim, log=True)
 
     def norm(self, p=2, dim=None, keepdim=False):
-        if p == 2 or p == "fro":
-            return (self * self).sum(dim=dim, keepdim=keepdim).sqrt()
+        """The p-norm (sum |x|^p)^(1/p), inf: max |x|, 0: the count of nonzeros, over dim
+        (all elements when None).  Its gradient at a zero vector is 0, as torch's (the chain rule through
+        sqrt(sum x^2) gave inf * 0 = NaN there: a zero-initialised bias in a norm penalty)."""
+        if p == "fro":
+            p = 2
         if p == float("inf"):
             return self.abs().amax(dim, keepdim)
-        return (self.abs() ** p).sum(dim=dim, keepdim=keepdim) ** (1.0 / p)
+        if p == 0:  # the count of nonzeros; its gradient is 0
+            x = self._data
+            count = np.asarray((x != 0).sum(axis=_axes(dim, x.ndim), keepdims=keepdim), dtype=x.dtype)
+            return _T._unary(self, count, lambda g: (np.zeros_like(x),), "NormZero")
+        powered = self * self if p == 2 else self.abs() ** p
+        return _norm_root(powered.sum(dim=dim, keepdim=keepdim), float(p))
+
+
+def _norm_root(s, p: float):
+    """s ** (1 / p) for a p-norm, s = sum |x|^p >= 0; gradient s^(1/p) / (p s) g,
+    and 0 where s^(1/p) is 0 (torch's subgradient of a norm at the zero vector)."""
+    data = s._data
+    out = np.sqrt(data) if p == 2 else data ** (1.0 / p)
+
+    def backward(g):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (np.where(out > 0, g * out / (p * data), 0).astype(out.dtype, copy=False),)
+    return _T._unary(s, out, backward, "NormRoot")
