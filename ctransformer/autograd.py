@@ -1,4 +1,4 @@
-"""The autograd engine: graph nodes, reverse-mode traversal, grad mode.
+"""The autograd engine: graph nodes, reverse-mode traversal (grad mode: _grad_mode.py, re-exported here).
 
 A differentiable op is one call to :func:`apply_op`::
 
@@ -30,85 +30,17 @@ operation" when the node runs.
 """
 from __future__ import annotations
 
-import contextlib
 import weakref
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from ._grad_mode import (_grad_enabled, _GradMode, _inference, enable_grad, inference_mode,  # noqa: F401
+                         is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .kernels.runtime import copy_array as _copy_array
 
-# Grad mode is process-wide (a plain flag is the cheapest thing every op
-# can read; torch keeps it per thread, which the tutorials never rely on).
-_grad_enabled = [True]
-_inference = [False]
 _Tensor = None  # set by ctransformer.tensor (avoids an import per op)
 _wrap = None    # ctransformer.tensor._wrap: ndarray -> Tensor, set likewise
-
-
-def is_grad_enabled() -> bool:
-    """Whether ops record the graph (False inside ``no_grad()``)."""
-    return _grad_enabled[0]
-
-
-def set_grad_enabled(mode: bool) -> None:
-    _grad_enabled[0] = bool(mode)
-
-
-class _GradMode(contextlib.ContextDecorator):
-    def __init__(self, mode: bool) -> None:
-        self.mode = mode
-
-    def __enter__(self):
-        self.prev = _grad_enabled[0]
-        _grad_enabled[0] = self.mode
-        return self
-
-    def __exit__(self, *exc):
-        _grad_enabled[0] = self.prev
-        return False
-
-
-def no_grad() -> _GradMode:
-    """Context manager / decorator: ops inside record no graph."""
-    return _GradMode(False)
-
-
-def enable_grad() -> _GradMode:
-    return _GradMode(True)
-
-
-class inference_mode(contextlib.ContextDecorator):
-    """torch.inference_mode(mode=True): a context manager and decorator
-    (``@inference_mode`` or ``@inference_mode()``) in which ops record no
-    graph, as ``no_grad``; ``inference_mode(False)`` changes nothing."""
-
-    def __new__(cls, mode=True):
-        if mode is None or isinstance(mode, bool):
-            return super().__new__(cls)
-        return cls()(mode)  # used bare as a decorator: @inference_mode
-
-    def __init__(self, mode: bool = True) -> None:
-        self.mode = bool(mode)
-
-    def __enter__(self):
-        self.prev = (_grad_enabled[0], _inference[0])
-        if self.mode:
-            _grad_enabled[0] = False
-            _inference[0] = True
-        return self
-
-    def __exit__(self, *exc):
-        _grad_enabled[0], _inference[0] = self.prev
-        return False
-
-    def clone(self) -> "inference_mode":
-        return self.__class__(self.mode)
-
-
-def is_inference_mode_enabled() -> bool:
-    """torch.is_inference_mode_enabled."""
-    return _inference[0]
 
 
 _SECOND_BACKWARD = (

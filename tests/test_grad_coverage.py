@@ -289,7 +289,7 @@ NOT_DIFFERENTIABLE = {
                                                      "ByteTensor DoubleTensor FloatTensor IntTensor LongTensor",
     "in-place fills of random values (no gradient in torch either)": "uniform_ normal_ bernoulli_",
     "graph / grad-mode / state utilities": "backward detach detach_ requires_grad_ retain_grad register_hook "
-                                           "enable_grad no_grad set_grad_enabled is_grad_enabled "
+                                           "enable_grad no_grad is_grad_enabled "
                                            "is_inference_mode_enabled manual_seed seed initial_seed get_rng_state "
                                            "set_rng_state set_default_dtype get_default_dtype set_num_threads "
                                            "get_num_threads set_flush_denormal save load cpu cuda",

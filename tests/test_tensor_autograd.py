@@ -46,6 +46,21 @@ def test_no_grad_and_set_grad_enabled():
         assert not (w + 1).requires_grad
     finally:
         ct.set_grad_enabled(True)
+    # torch's other two uses: a context manager that restores the mode, and a decorator
+    for phase in ("train", "val"):
+        with ct.set_grad_enabled(phase == "train"):
+            assert (w * 2).requires_grad == (phase == "train")
+        assert ct.is_grad_enabled()
+    with ct.no_grad():
+        with ct.set_grad_enabled(True):
+            assert (w * 2).requires_grad
+        assert not ct.is_grad_enabled()
+
+    @ct.set_grad_enabled(False)
+    def g(x):
+        return x * 3
+
+    assert ct.is_grad_enabled() and not g(w).requires_grad and ct.is_grad_enabled()
 
 
 def test_detach_shares_storage_and_cuts_graph():
