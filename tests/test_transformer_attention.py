@@ -197,23 +197,23 @@ def test_sdpa_dropout_gradient_uses_the_same_mask():
 def test_sdpa_bad_input():
     x = ct.randn(2, 3, 4)
     fn = "scaled_dot_product_attention"
-    with pytest.raises(TypeError, match=f"{fn}: key must have the dtype of query \\(float32\\), got float64"):
+    with pytest.raises(RuntimeError, match=f"{fn}: key must have the dtype of query \\(float32\\), got float64"):
         F.scaled_dot_product_attention(x, x.double(), x)
-    with pytest.raises(ValueError, match=rf"{fn}: key.shape\[-1\] must be 4 \(query.shape\[-1\], the embedding\), got 3"):
+    with pytest.raises(RuntimeError, match=rf"{fn}: key.shape\[-1\] must be 4 \(query.shape\[-1\], the embedding\), got 3"):
         F.scaled_dot_product_attention(x, ct.randn(2, 3, 3), x)
-    with pytest.raises(ValueError, match=rf"{fn}: value.shape\[-2\] must be 5 \(key.shape\[-2\], the source length\), got 3"):
+    with pytest.raises(RuntimeError, match=rf"{fn}: value.shape\[-2\] must be 5 \(key.shape\[-2\], the source length\), got 3"):
         F.scaled_dot_product_attention(x, ct.randn(2, 5, 4), x)
-    with pytest.raises(ValueError, match=f"{fn}: the leading \\(batch\\) dims of query \\(2,\\), key \\(3,\\)"):
+    with pytest.raises(RuntimeError, match=f"{fn}: the leading \\(batch\\) dims of query \\(2,\\), key \\(3,\\)"):
         F.scaled_dot_product_attention(x, ct.randn(3, 3, 4), ct.randn(3, 3, 4))
-    with pytest.raises(ValueError, match=rf"{fn}: attn_mask of shape \(3, 2\) must broadcast to \(..., L, S\) = \(2, 3, 3\)"):
+    with pytest.raises(RuntimeError, match=rf"{fn}: attn_mask of shape \(3, 2\) must broadcast to \(..., L, S\) = \(2, 3, 3\)"):
         F.scaled_dot_product_attention(x, x, x, attn_mask=ct.ones(3, 2, dtype=ct.bool))
-    with pytest.raises(TypeError, match=f"{fn}: attn_mask must have dtype bool or a float dtype, got int64"):
+    with pytest.raises(RuntimeError, match=f"{fn}: attn_mask must have dtype bool or a float dtype, got int64"):
         F.scaled_dot_product_attention(x, x, x, attn_mask=ct.ones(3, 3, dtype=ct.int64))
     with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when is_causal=True"):
         F.scaled_dot_product_attention(x, x, x, attn_mask=ct.ones(3, 3, dtype=ct.bool), is_causal=True)
-    with pytest.raises(ValueError, match=f"{fn}: query must have at least 2 dimensions"):
+    with pytest.raises(RuntimeError, match=f"{fn}: query must have at least 2 dimensions"):
         F.scaled_dot_product_attention(ct.randn(4), x, x)
-    with pytest.raises(ValueError, match=f"{fn}: dropout_p must be in \\[0, 1\\], got 1.5"):
+    with pytest.raises(RuntimeError, match=f"{fn}: dropout_p must be in \\[0, 1\\], got 1.5"):
         F.scaled_dot_product_attention(x, x, x, dropout_p=1.5)
     with pytest.raises(TypeError, match=f"{fn}: query must be a Tensor, got ndarray"):
         F.scaled_dot_product_attention(np.zeros((3, 4)), x, x)
@@ -461,7 +461,7 @@ def test_mha_gradient_through_weights():
 
 
 def test_mha_bad_input():
-    with pytest.raises(ValueError, match=r"embed_dim \(10\) must be divisible by num_heads \(3\)"):
+    with pytest.raises(AssertionError, match=r"embed_dim \(10\) must be divisible by num_heads \(3\)"):
         nn.MultiheadAttention(10, 3)
     with pytest.raises(NotImplementedError, match="add_bias_kv=True is not supported"):
         nn.MultiheadAttention(8, 2, add_bias_kv=True)
@@ -469,29 +469,95 @@ def test_mha_bad_input():
     x = ct.randn(5, 2, 8)
     mem = ct.randn(6, 2, 8)
     fn = "MultiheadAttention"
-    with pytest.raises(ValueError, match=rf"{fn}: key_padding_mask must have shape \(batch, source length S\) = \(2, 6\), got \(6, 2\)"):
+    with pytest.raises(AssertionError, match=rf"{fn}: key_padding_mask must have shape \(batch, source length S\) = \(2, 6\), got \(6, 2\)"):
         m(x, mem, mem, key_padding_mask=ct.zeros(6, 2, dtype=ct.bool))
-    with pytest.raises(ValueError, match=rf"{fn}: the 2-D attn_mask must have shape \(target length L, source length S\) = \(5, 6\), got \(6, 5\)"):
+    with pytest.raises(RuntimeError, match=rf"{fn}: the 2-D attn_mask must have shape \(target length L, source length S\) = \(5, 6\), got \(6, 5\)"):
         m(x, mem, mem, attn_mask=ct.zeros(6, 5, dtype=ct.bool))
-    with pytest.raises(ValueError, match=rf"{fn}: the 3-D attn_mask must have shape \(batch \* num_heads, L, S\) = \(4, 5, 6\), got \(2, 5, 6\)"):
+    with pytest.raises(RuntimeError, match=rf"{fn}: the 3-D attn_mask must have shape \(batch \* num_heads, L, S\) = \(4, 5, 6\), got \(2, 5, 6\)"):
         m(x, mem, mem, attn_mask=ct.zeros(2, 5, 6, dtype=ct.bool))
-    with pytest.raises(ValueError, match=f"{fn}: attn_mask must be 2-D \\(L, S\\) or 3-D"):
+    with pytest.raises(AssertionError, match=f"{fn}: attn_mask must be 2-D \\(L, S\\) or 3-D"):
         m(x, mem, mem, attn_mask=ct.zeros(1, 1, 5, 6, dtype=ct.bool))
-    with pytest.raises(TypeError, match=f"{fn}: key_padding_mask must have dtype bool or a float dtype, got int64"):
+    with pytest.raises(AssertionError, match=f"{fn}: key_padding_mask must have dtype bool or a float dtype, got int64"):
         m(x, mem, mem, key_padding_mask=ct.zeros(2, 6, dtype=ct.int64))
-    with pytest.raises(TypeError, match=f"{fn}: key must have the dtype of query \\(float32\\), got float64"):
+    with pytest.raises(RuntimeError, match=f"{fn}: key must have the dtype of query \\(float32\\), got float64"):
         m(x, mem.double(), mem.double())
-    with pytest.raises(ValueError, match=rf"{fn}: query.shape\[-1\] \(the features\) must be embed_dim = 8, got 6"):
+    with pytest.raises(AssertionError, match=rf"{fn}: query.shape\[-1\] \(the features\) must be embed_dim = 8, got 6"):
         m(ct.randn(5, 2, 6), mem, mem)
     # batch_first=False reads (seq, batch, feature): a batch-first tensor puts the batch on the wrong axis.
-    with pytest.raises(ValueError, match=rf"{fn}: key.shape\[1\] \(the batch axis, batch_first=False: \(seq, batch, feature\)\) "
+    with pytest.raises(RuntimeError, match=rf"{fn}: key.shape\[1\] \(the batch axis, batch_first=False: \(seq, batch, feature\)\) "
                                          rf"must be 2 \(query.shape\[1\]\), got 6; check batch_first"):
         m(x, ct.randn(2, 6, 8), ct.randn(2, 6, 8))
-    with pytest.raises(ValueError, match=rf"{fn}: value.shape\[0\] \(the source length\) must be 6 \(key.shape\[0\]\), got 4"):
+    with pytest.raises(AssertionError, match=rf"{fn}: value.shape\[0\] \(the source length\) must be 6 \(key.shape\[0\]\), got 4"):
         m(x, mem, ct.randn(4, 2, 8))
-    with pytest.raises(ValueError, match=f"{fn}: query must be 3-D \\(L, batch, E\\) or 2-D unbatched"):
+    with pytest.raises(AssertionError, match=f"{fn}: query must be 3-D \\(L, batch, E\\) or 2-D unbatched"):
         m(ct.randn(1, 5, 2, 8), mem, mem)
-    with pytest.raises(ValueError, match=f"{fn}: with a packed in_proj_weight, key and value must have embed_dim 8"):
+    with pytest.raises(RuntimeError, match=f"{fn}: with a packed in_proj_weight, key and value must have embed_dim 8"):
         m(x, ct.randn(6, 2, 4), ct.randn(6, 2, 4))
     with pytest.raises(TypeError, match=f"{fn}: query must have dtype float32 or float64, got int64"):
         m(ct.zeros(5, 2, 8, dtype=ct.int64), mem, mem)
+
+
+# ---------------------------------------------------------------- misuse: torch's exception classes
+ATTENTION_MISUSE = {  # case(lib, x (2, 3, 4), m = MultiheadAttention(8, 2), q (5, 3, 8), k (6, 3, 8))
+    "sdpa_key_dtype": lambda lib, x, m, q, k: lib.nn.functional.scaled_dot_product_attention(x, x.double(), x),
+    "sdpa_key_width": lambda lib, x, m, q, k: lib.nn.functional.scaled_dot_product_attention(x, lib.ones(2, 3, 3), x),
+    "sdpa_value_length": lambda lib, x, m, q, k: lib.nn.functional.scaled_dot_product_attention(
+        x, lib.ones(2, 5, 4), x),
+    "sdpa_batch": lambda lib, x, m, q, k: lib.nn.functional.scaled_dot_product_attention(
+        x, lib.ones(3, 3, 4), lib.ones(3, 3, 4)),
+    "sdpa_mask_shape": lambda lib, x, m, q, k: lib.nn.functional.scaled_dot_product_attention(
+        x, x, x, attn_mask=lib.ones(3, 2, dtype=lib.bool)),
+    "sdpa_mask_dtype": lambda lib, x, m, q, k: lib.nn.functional.scaled_dot_product_attention(
+        x, x, x, attn_mask=lib.ones(3, 3, dtype=lib.int64)),
+    "sdpa_1d_query": lambda lib, x, m, q, k: lib.nn.functional.scaled_dot_product_attention(lib.ones(4), x, x),
+    "sdpa_dropout_p": lambda lib, x, m, q, k: lib.nn.functional.scaled_dot_product_attention(x, x, x, dropout_p=1.5),
+    "mha_heads_divide": lambda lib, x, m, q, k: lib.nn.MultiheadAttention(10, 3),
+    "mha_no_heads": lambda lib, x, m, q, k: lib.nn.MultiheadAttention(8, 0),
+    "mha_query_4d": lambda lib, x, m, q, k: m(lib.ones(5, 3, 8, 1), k, k),
+    "mha_key_2d": lambda lib, x, m, q, k: m(q, lib.ones(6, 8), lib.ones(6, 8)),
+    "mha_value_length": lambda lib, x, m, q, k: m(q, k, lib.ones(7, 3, 8)),
+    "mha_query_width": lambda lib, x, m, q, k: m(lib.ones(5, 3, 6), k, k),
+    "mha_key_width": lambda lib, x, m, q, k: m(q, lib.ones(6, 3, 6), lib.ones(6, 3, 6)),
+    "mha_key_dtype": lambda lib, x, m, q, k: m(q, k.double(), k.double()),
+    "mha_mask_2d": lambda lib, x, m, q, k: m(q, k, k, attn_mask=lib.zeros(6, 5)),
+    "mha_mask_3d": lambda lib, x, m, q, k: m(q, k, k, attn_mask=lib.zeros(2, 5, 6)),
+    "mha_mask_4d": lambda lib, x, m, q, k: m(q, k, k, attn_mask=lib.zeros(1, 1, 5, 6)),
+    "mha_mask_dtype": lambda lib, x, m, q, k: m(q, k, k, attn_mask=lib.zeros(5, 6, dtype=lib.int64)),
+    "mha_padding_shape": lambda lib, x, m, q, k: m(q, k, k, key_padding_mask=lib.zeros(3, 5, dtype=lib.bool)),
+    "mha_padding_dtype": lambda lib, x, m, q, k: m(q, k, k, key_padding_mask=lib.zeros(3, 6, dtype=lib.int64)),
+    "mha_unbatched_padding_2d": lambda lib, x, m, q, k: m(lib.ones(5, 8), lib.ones(6, 8), lib.ones(6, 8),
+                                                          key_padding_mask=lib.zeros(1, 6, dtype=lib.bool)),
+    "transformer_batch": lambda lib, x, m, q, k: lib.nn.Transformer(8, 2, 1, 1, 16)(lib.ones(5, 2, 8),
+                                                                                     lib.ones(4, 3, 8)),
+    "transformer_width": lambda lib, x, m, q, k: lib.nn.Transformer(8, 2, 1, 1, 16)(lib.ones(5, 2, 8),
+                                                                                     lib.ones(4, 2, 6)),
+    "encoder_layer_width": lambda lib, x, m, q, k: lib.nn.TransformerEncoderLayer(8, 2, 16)(lib.ones(5, 2, 6)),
+    "encoder_layer_4d": lambda lib, x, m, q, k: lib.nn.TransformerEncoderLayer(8, 2, 16)(lib.ones(2, 5, 2, 8)),
+}
+
+
+def _misuse_classes(lib) -> dict:
+    """The exception class each ATTENTION_MISUSE case raises ('' when none)."""
+    lib.manual_seed(0)
+    args = (lib.ones(2, 3, 4), lib.nn.MultiheadAttention(8, 2), lib.ones(5, 3, 8), lib.ones(6, 3, 8))
+    return {name: _run_class(lambda: case(lib, *args)) for name, case in ATTENTION_MISUSE.items()}
+
+
+def _run_class(fn) -> str:
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__
+    return ""
+
+
+def test_attention_misuse_raises_torchs_exception_classes(torch_ref):
+    """Shapes, dtypes and masks that torch refuses are refused with torch's
+    class (SDPA: RuntimeError; MultiheadAttention's asserts: AssertionError)."""
+    import warnings
+    with warnings.catch_warnings():  # torch's nested-tensor notes on the Transformer
+        warnings.simplefilter("ignore")
+        theirs = torch_ref(lambda torch: {k: np.array(v) for k, v in _misuse_classes(torch).items()})
+    ours = _misuse_classes(ct)
+    assert ours == {name: str(theirs[name]) for name in ATTENTION_MISUSE}
+    assert all(ours.values())  # every case is refused

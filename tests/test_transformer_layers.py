@@ -369,23 +369,23 @@ def test_fully_padded_source_row_no_nan(kind):
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match=r"MultiheadAttention: embed_dim \(10\) must be divisible by num_heads \(3\)"):
+    with pytest.raises(AssertionError, match=r"MultiheadAttention: embed_dim \(10\) must be divisible by num_heads \(3\)"):
         nn.TransformerEncoderLayer(10, 3)
     with pytest.raises(RuntimeError, match="activation should be relu/gelu, not swish"):
         nn.TransformerEncoderLayer(D, H, activation="swish")
     m = nn.Transformer(D, H, 1, 1, FF)
-    with pytest.raises(ValueError, match=r"Transformer: the batch number of src and tgt must be equal: src.shape\[1\] = 2, "
+    with pytest.raises(RuntimeError, match=r"Transformer: the batch number of src and tgt must be equal: src.shape\[1\] = 2, "
                                          r"tgt.shape\[1\] = 3 \(batch_first=False\)"):
         m(ct.randn(5, 2, D), ct.randn(4, 3, D))
-    with pytest.raises(ValueError, match=r"Transformer: tgt.shape\[-1\] \(the features\) must be d_model = 8, got 6"):
+    with pytest.raises(RuntimeError, match=r"Transformer: tgt.shape\[-1\] \(the features\) must be d_model = 8, got 6"):
         m(ct.randn(5, 2, D), ct.randn(4, 2, 6))
-    with pytest.raises(ValueError, match=r"Transformer: tgt must be 3-D \(seq, batch, d_model\) \(batch_first=False\) or 2-D unbatched"):
+    with pytest.raises(AssertionError, match=r"Transformer: tgt must be 3-D \(seq, batch, d_model\) \(batch_first=False\) or 2-D unbatched"):
         m(ct.randn(5, D), ct.randn(1, 4, 2, D))
     enc = nn.TransformerEncoderLayer(D, H, FF)
-    with pytest.raises(ValueError, match=r"MultiheadAttention: key_padding_mask must have shape \(batch, source length S\) = \(2, 5\), got \(5, 2\)"):
+    with pytest.raises(AssertionError, match=r"MultiheadAttention: key_padding_mask must have shape \(batch, source length S\) = \(2, 5\), got \(5, 2\)"):
         enc(ct.randn(5, 2, D), src_key_padding_mask=ct.zeros(5, 2, dtype=ct.bool))
-    with pytest.raises(ValueError, match=r"MultiheadAttention: the 2-D attn_mask must have shape \(target length L, source length S\) = \(5, 5\), got \(4, 4\)"):
+    with pytest.raises(RuntimeError, match=r"MultiheadAttention: the 2-D attn_mask must have shape \(target length L, source length S\) = \(5, 5\), got \(4, 4\)"):
         enc(ct.randn(5, 2, D), src_mask=nn.Transformer.generate_square_subsequent_mask(4))
     dec = nn.TransformerDecoderLayer(D, H, FF, batch_first=True)
-    with pytest.raises(ValueError, match=r"MultiheadAttention: key.shape\[0\] \(the batch axis, batch_first=True: \(batch, seq, feature\)\) must be 2"):
+    with pytest.raises(RuntimeError, match=r"MultiheadAttention: key.shape\[0\] \(the batch axis, batch_first=True: \(batch, seq, feature\)\) must be 2"):
         dec(ct.randn(2, 3, D), ct.randn(4, 3, D))

@@ -49,8 +49,8 @@ class MultiheadAttention(Module):
             raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be greater than 0, got "
                              f"embed_dim={embed_dim} and num_heads={num_heads} instead")
         if embed_dim % num_heads != 0:
-            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by "
-                             f"num_heads ({num_heads})")
+            raise AssertionError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by "  # torch's class
+                                 f"num_heads ({num_heads})")
         if add_bias_kv:
             raise NotImplementedError("MultiheadAttention: add_bias_kv=True is not supported")
         if add_zero_attn:
@@ -100,7 +100,7 @@ class MultiheadAttention(Module):
                 need_weights: bool = True, attn_mask: Optional[Tensor] = None,
                 average_attn_weights: bool = True, is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
         if isinstance(query, Tensor) and query.ndim and query.shape[-1] != self.embed_dim:
-            raise ValueError(f"MultiheadAttention: query.shape[-1] (the features) must be embed_dim = "
+            raise AssertionError(f"MultiheadAttention: query.shape[-1] (the features) must be embed_dim = "
                              f"{self.embed_dim}, got {query.shape[-1]}")
         return multi_head_attention(
             query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,

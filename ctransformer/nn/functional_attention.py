@@ -35,12 +35,13 @@ def _float_tensor(x, fn: str, arg: str) -> Tensor:
 
 
 def _same_dtype(x: Tensor, ref: Tensor, fn: str, arg: str, ref_arg: str) -> None:
-    if x is not None and x.dtype != ref.dtype:
-        raise TypeError(f"{fn}: {arg} must have the dtype of {ref_arg} ({ref.dtype}), got {x.dtype}")
+    if x is not None and x.dtype != ref.dtype:  # torch: RuntimeError (its products refuse mixed dtypes)
+        raise RuntimeError(f"{fn}: {arg} must have the dtype of {ref_arg} ({ref.dtype}), got {x.dtype}")
 
 
-def _mask_array(mask, fn: str, arg: str, dtype: np.dtype) -> Optional[np.ndarray]:
-    """A mask as a NumPy array: bool stays bool, a float mask gets `dtype`."""
+def _mask_array(mask, fn: str, arg: str, dtype: np.dtype, dtype_error=RuntimeError) -> Optional[np.ndarray]:
+    """A mask as a NumPy array: bool stays bool, a float mask gets `dtype`.
+    Another dtype raises ``dtype_error`` (torch's class for the caller)."""
     if mask is None:
         return None
     m = mask._data if isinstance(mask, Tensor) else mask
@@ -49,7 +50,7 @@ def _mask_array(mask, fn: str, arg: str, dtype: np.dtype) -> Optional[np.ndarray
     if m.dtype == np.bool_:
         return m
     if m.dtype.kind != "f":
-        raise TypeError(f"{fn}: {arg} must have dtype bool or a float dtype, got {m.dtype}")
+        raise dtype_error(f"{fn}: {arg} must have dtype bool or a float dtype, got {m.dtype}")
     return m.astype(dtype, copy=False)
 
 
@@ -60,9 +61,11 @@ def _grad_mask(mask) -> Optional[Tensor]:
     return None
 
 
-def _dropout_seed(dropout_p: float, fn: str) -> int:
+def _dropout_seed(dropout_p: float, fn: str, error=ValueError) -> int:
+    """A seed for the dropout mask; dropout_p outside [0, 1] raises ``error``
+    (torch: ValueError from F.dropout, RuntimeError from SDPA)."""
     if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"{fn}: dropout_p must be in [0, 1], got {dropout_p}")
+        raise error(f"{fn}: dropout_p must be in [0, 1], got {dropout_p}")
     return default_generator.next_seed() if dropout_p > 0 else 0
 
 
@@ -78,8 +81,8 @@ def _sdpa_mask(mask: np.ndarray, lead: tuple, L: int, S: int, fn: str) -> np.nda
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f"{fn}: attn_mask of shape {tuple(mask.shape)} must broadcast to "
-                         f"(..., L, S) = {full}")
+        raise RuntimeError(f"{fn}: attn_mask of shape {tuple(mask.shape)} must broadcast to "
+                           f"(..., L, S) = {full}")
     if mask.ndim <= 2 or (len(lead) == 2 and mask.ndim <= 4):
         return mask
     B, H = _as_4d(lead)
@@ -109,24 +112,25 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise NotImplementedError(f"{fn}: enable_gqa=True is not supported")
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.ndim < 2:
-            raise ValueError(f"{fn}: {name} must have at least 2 dimensions (..., seq, features), got {t.ndim}")
+            raise RuntimeError(f"{fn}: {name} must have at least 2 dimensions (..., seq, features), got {t.ndim}")
     L, E = q.shape[-2:]
     S = k.shape[-2]
     if k.shape[-1] != E:
-        raise ValueError(f"{fn}: key.shape[-1] must be {E} (query.shape[-1], the embedding), got {k.shape[-1]}")
+        raise RuntimeError(f"{fn}: key.shape[-1] must be {E} (query.shape[-1], the embedding), got {k.shape[-1]}")
     if v.shape[-2] != S:
-        raise ValueError(f"{fn}: value.shape[-2] must be {S} (key.shape[-2], the source length), got {v.shape[-2]}")
+        raise RuntimeError(f"{fn}: value.shape[-2] must be {S} (key.shape[-2], the source length), "
+                           f"got {v.shape[-2]}")
     try:
         lead = tuple(np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
     except ValueError:
-        raise ValueError(f"{fn}: the leading (batch) dims of query {tuple(q.shape[:-2])}, key "
+        raise RuntimeError(f"{fn}: the leading (batch) dims of query {tuple(q.shape[:-2])}, key "
                          f"{tuple(k.shape[:-2])} and value {tuple(v.shape[:-2])} must broadcast") from None
     mask = _mask_array(attn_mask, fn, "attn_mask", q.dtype)
     if mask is not None and is_causal:
         raise RuntimeError(f"{fn}: Explicit attn_mask should not be set when is_causal=True")
     if mask is not None:
         mask = _sdpa_mask(mask, lead, L, S, fn)
-    seed = _dropout_seed(float(dropout_p), fn)
+    seed = _dropout_seed(float(dropout_p), fn, RuntimeError)
     mask_t = _grad_mask(attn_mask)  # a learned additive bias: its gradient is d loss / d scores
     return _sdpa(q, k, v, lead, mask, mask_t, is_causal, scale, float(dropout_p), seed)
 
@@ -141,20 +145,20 @@ def _mha_mask(attn_mask: Optional[np.ndarray], key_padding_mask: Optional[np.nda
     if attn_mask is not None:
         if attn_mask.ndim == 2:
             if attn_mask.shape != (L, S):
-                raise ValueError(f"{fn}: the 2-D attn_mask must have shape (target length L, source length S) "
+                raise RuntimeError(f"{fn}: the 2-D attn_mask must have shape (target length L, source length S) "
                                  f"= {(L, S)}, got {tuple(attn_mask.shape)}")
             parts.append(attn_mask)
         elif attn_mask.ndim == 3:
             if attn_mask.shape != (B * H, L, S):
-                raise ValueError(f"{fn}: the 3-D attn_mask must have shape (batch * num_heads, L, S) = "
+                raise RuntimeError(f"{fn}: the 3-D attn_mask must have shape (batch * num_heads, L, S) = "
                                  f"{(B * H, L, S)}, got {tuple(attn_mask.shape)}")
             parts.append(attn_mask.reshape(B, H, L, S))
         else:
-            raise ValueError(f"{fn}: attn_mask must be 2-D (L, S) or 3-D (batch * num_heads, L, S), "
+            raise AssertionError(f"{fn}: attn_mask must be 2-D (L, S) or 3-D (batch * num_heads, L, S), "
                              f"got {attn_mask.ndim}-D of shape {tuple(attn_mask.shape)}")
     if key_padding_mask is not None:
         if key_padding_mask.shape != (B, S):
-            raise ValueError(f"{fn}: key_padding_mask must have shape (batch, source length S) = {(B, S)}, "
+            raise AssertionError(f"{fn}: key_padding_mask must have shape (batch, source length S) = {(B, S)}, "
                              f"got {tuple(key_padding_mask.shape)}")
         parts.append(key_padding_mask.reshape(B, 1, 1, S))
     if not parts:
@@ -218,11 +222,12 @@ def _mha_layout(query: Tensor, key: Tensor, value: Tensor, batch_first: bool, fn
     -> (batched, q, k, v as batch-first Tensors-or-arrays)."""
     nd = query.ndim
     if nd not in (2, 3):
-        raise ValueError(f"{fn}: query must be 3-D ({'batch, L, E' if batch_first else 'L, batch, E'}) "
+        raise AssertionError(f"{fn}: query must be 3-D ({'batch, L, E' if batch_first else 'L, batch, E'}) "
                          f"or 2-D unbatched (L, E), got {nd}-D of shape {tuple(query.shape)}")
     for name, t in (("key", key), ("value", value)):
         if t.ndim != nd:
-            raise ValueError(f"{fn}: {name} must be {nd}-D like query, got {t.ndim}-D of shape {tuple(t.shape)}")
+            raise AssertionError(f"{fn}: {name} must be {nd}-D like query, got {t.ndim}-D of shape "
+                                 f"{tuple(t.shape)}")
     if nd == 3:
         bax = 0 if batch_first else 1
         layout = "batch_first=True: (batch, seq, feature)" if batch_first else \
@@ -230,11 +235,11 @@ def _mha_layout(query: Tensor, key: Tensor, value: Tensor, batch_first: bool, fn
         N = query.shape[bax]
         for name, t in (("key", key), ("value", value)):
             if t.shape[bax] != N:
-                raise ValueError(f"{fn}: {name}.shape[{bax}] (the batch axis, {layout}) must be {N} "
+                raise RuntimeError(f"{fn}: {name}.shape[{bax}] (the batch axis, {layout}) must be {N} "
                                  f"(query.shape[{bax}]), got {t.shape[bax]}; check batch_first")
     sax = 1 if (nd == 3 and batch_first) else 0
     if key.shape[sax] != value.shape[sax]:
-        raise ValueError(f"{fn}: value.shape[{sax}] (the source length) must be {key.shape[sax]} "
+        raise AssertionError(f"{fn}: value.shape[{sax}] (the source length) must be {key.shape[sax]} "
                          f"(key.shape[{sax}]), got {value.shape[sax]}")
 
 
@@ -270,12 +275,12 @@ def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: i
     _mha_layout(q, k, v, batch_first, fn)
     nd = q.ndim
     E = q.shape[-1]
-    if num_heads <= 0 or E % num_heads:
-        raise ValueError(f"{fn}: embed_dim ({E}, query.shape[-1]) must be divisible by num_heads ({num_heads})")
+    if num_heads <= 0 or E % num_heads:  # torch asserts it: AssertionError
+        raise AssertionError(f"{fn}: embed_dim ({E}, query.shape[-1]) must be divisible by num_heads ({num_heads})")
     Ek, Ev = k.shape[-1], v.shape[-1]
     if in_proj_weight is not None:
         if Ek != E or Ev != E:
-            raise ValueError(f"{fn}: with a packed in_proj_weight, key and value must have embed_dim {E} "
+            raise RuntimeError(f"{fn}: with a packed in_proj_weight, key and value must have embed_dim {E} "
                              f"features (query.shape[-1]), got key {Ek} and value {Ev}; use "
                              "kdim/vdim (separate projection weights)")
         _check_param(in_proj_weight, fn, "in_proj_weight", (3 * E, E), q)
@@ -292,13 +297,13 @@ def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: i
         B, L, S = (q.shape[0], q.shape[1], k.shape[1]) if batch_first else (q.shape[1], q.shape[0], k.shape[0])
     else:
         B, L, S = 1, q.shape[0], k.shape[0]
-    am = _mask_array(attn_mask, fn, "attn_mask", q.dtype)
-    kpm = _mask_array(key_padding_mask, fn, "key_padding_mask", q.dtype)
+    am = _mask_array(attn_mask, fn, "attn_mask", q.dtype, AssertionError)
+    kpm = _mask_array(key_padding_mask, fn, "key_padding_mask", q.dtype, AssertionError)
     if nd == 2:
         if kpm is not None and kpm.ndim == 1:
             kpm = kpm.reshape(1, -1)
         elif kpm is not None:
-            raise ValueError(f"{fn}: for unbatched (2-D) query, key_padding_mask must be 1-D (S,), got "
+            raise AssertionError(f"{fn}: for unbatched (2-D) query, key_padding_mask must be 1-D (S,), got "
                              f"{kpm.ndim}-D of shape {tuple(kpm.shape)}")
     mask = _mha_mask(am, kpm, B, num_heads, L, S, q.dtype, fn)
     gms = _GradMasks.build(attn_mask, key_padding_mask, am, kpm, B, num_heads, L, S, q.dtype, fn)
@@ -350,7 +355,7 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     if static_k is not None or static_v is not None:
         raise NotImplementedError(f"{fn}: static_k/static_v are not supported")
     if isinstance(query, Tensor) and query.shape[-1] != embed_dim_to_check:
-        raise ValueError(f"{fn}: query.shape[-1] must be embed_dim_to_check = {embed_dim_to_check}, "
+        raise AssertionError(f"{fn}: query.shape[-1] must be embed_dim_to_check = {embed_dim_to_check}, "
                          f"got {query.shape[-1]}")
     if use_separate_proj_weight:
         in_proj_weight = None

@@ -59,15 +59,19 @@ def _get_clones(module: Module, N: int) -> ModuleList:
     return ModuleList([copy.deepcopy(module) for _ in range(N)])
 
 
-def _check_layout(x: Tensor, d_model: int, batch_first: bool, fn: str, arg: str) -> None:
+def _check_layout(x: Tensor, d_model: int, batch_first: bool, fn: str, arg: str,
+                  feature_error=AssertionError) -> None:
+    """x is (seq, batch, d_model) / (batch, seq, d_model) or unbatched (seq, d_model).
+    torch's classes: its attention asserts the layout (AssertionError);
+    nn.Transformer checks the features first, with RuntimeError."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn}: {arg} must be a Tensor, got {type(x).__name__}")
     if x.ndim not in (2, 3):
         layout = "(batch, seq, d_model)" if batch_first else "(seq, batch, d_model)"
-        raise ValueError(f"{fn}: {arg} must be 3-D {layout} (batch_first={batch_first}) or 2-D unbatched "
-                         f"(seq, d_model), got {x.ndim}-D of shape {tuple(x.shape)}")
+        raise AssertionError(f"{fn}: {arg} must be 3-D {layout} (batch_first={batch_first}) or 2-D unbatched "
+                             f"(seq, d_model), got {x.ndim}-D of shape {tuple(x.shape)}")
     if x.shape[-1] != d_model:
-        raise ValueError(f"{fn}: {arg}.shape[-1] (the features) must be d_model = {d_model}, got {x.shape[-1]}")
+        raise feature_error(f"{fn}: {arg}.shape[-1] (the features) must be d_model = {d_model}, got {x.shape[-1]}")
 
 
 class _FFMixin:
@@ -115,8 +119,10 @@ def _plain(module: Module, cls: type) -> bool:
 
 def _init_ff(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float, activation: Activation,
              layer_norm_eps: float, batch_first: bool, norm_first: bool, bias: bool, dtype, n_norms: int) -> None:
-    if d_model <= 0 or nhead <= 0 or d_model % nhead != 0:
-        raise ValueError(f"{type(self).__name__}: d_model ({d_model}) must be a positive multiple of nhead ({nhead})")
+    if d_model <= 0 or nhead <= 0:
+        raise ValueError(f"{type(self).__name__}: d_model ({d_model}) and nhead ({nhead}) must be greater than 0")
+    if d_model % nhead != 0:  # torch's MultiheadAttention asserts it
+        raise AssertionError(f"{type(self).__name__}: d_model ({d_model}) must be a multiple of nhead ({nhead})")
     self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
     self.dropout = Dropout(dropout)
     self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
@@ -350,14 +356,14 @@ class Transformer(Module):
                 src_is_causal: Optional[bool] = None, tgt_is_causal: Optional[bool] = None,
                 memory_is_causal: bool = False) -> Tensor:
         for name, t in (("src", src), ("tgt", tgt)):
-            _check_layout(t, self.d_model, self.batch_first, "Transformer", name)
+            _check_layout(t, self.d_model, self.batch_first, "Transformer", name, RuntimeError)
         if src.ndim != tgt.ndim:
-            raise ValueError(f"Transformer: src and tgt must both be batched (3-D) or unbatched (2-D), got "
+            raise AssertionError(f"Transformer: src and tgt must both be batched (3-D) or unbatched (2-D), got "
                              f"{src.ndim}-D and {tgt.ndim}-D")
         if src.ndim == 3:
             bax = 0 if self.batch_first else 1
             if src.shape[bax] != tgt.shape[bax]:
-                raise ValueError(f"Transformer: the batch number of src and tgt must be equal: src.shape[{bax}] = "
+                raise RuntimeError(f"Transformer: the batch number of src and tgt must be equal: src.shape[{bax}] = "
                                  f"{src.shape[bax]}, tgt.shape[{bax}] = {tgt.shape[bax]} "
                                  f"(batch_first={self.batch_first})")
         memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
