@@ -153,9 +153,9 @@ def test_cross_entropy_errors():
         F.cross_entropy(x, ct.tensor([0, 1]))
     with pytest.raises(ValueError, match="reduction must be one of"):
         F.cross_entropy(x, ct.tensor([0, 1, 2]), reduction="avg")
-    with pytest.raises(TypeError, match="cross_entropy: input must be float32 or float64"):
+    with pytest.raises(NotImplementedError, match="cross_entropy: input must be float32 or float64"):  # torch's classes
         F.cross_entropy(ct.tensor([[1, 2]]), ct.tensor([0]))
-    with pytest.raises(ValueError, match="label_smoothing"):
+    with pytest.raises(RuntimeError, match="label_smoothing"):
         F.cross_entropy(x, ct.tensor([0, 1, 2]), label_smoothing=1.5)
 
 
@@ -283,7 +283,7 @@ def test_pad_parity(pad, rng):
 
 
 def test_pad_errors():
-    with pytest.raises(ValueError, match="padding length must be even"):
+    with pytest.raises(RuntimeError, match="padding length must be even"):
         F.pad(ct.randn(2, 2), (1, 2, 3))
     with pytest.raises(NotImplementedError, match="constant"):
         F.pad(ct.randn(2, 2), (1, 1), mode="reflect")

@@ -34,13 +34,15 @@ def _tensor(x, fn: str, arg: str = "input") -> Tensor:
     return x
 
 
-def _float_tensor(x, fn: str, arg: str = "input", verb: str = "be") -> Tensor:
-    """x, when it is a float32 / float64 Tensor.  ``verb``: the message's
-    wording, "be" (``input must be float32 or float64``) or "have dtype"
-    (the attention functions' ``query must have dtype float32 or float64``)."""
+def _float_tensor(x, fn: str, arg: str = "input", verb: str = "be", error=NotImplementedError) -> Tensor:
+    """x, when it is a float32 / float64 Tensor; else ``error``, torch's class
+    for the caller: NotImplementedError where its kernel has no integer
+    version ("not implemented for 'Long'"), RuntimeError where a product meets
+    a float operand.  ``verb``: the message's wording, "be" (``input must be
+    float32 or float64``) or "have dtype" (``query must have dtype ...``)."""
     _tensor(x, fn, arg)
     if x._data.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{fn}: {arg} must {verb} float32 or float64, got {x._data.dtype}")
+        raise error(f"{fn}: {arg} must {verb} float32 or float64, got {x._data.dtype}")
     return x
 
 
@@ -106,10 +108,10 @@ def log_softmax(input: Tensor, dim: Optional[int] = None, _stacklevel: int = 3, 
 # ------------------------------------------------------------------ linear
 def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """``input @ weight.T + bias``: input (..., in), weight (out, in), bias (out) -> (..., out)."""
-    _float_tensor(input, "linear")
-    _float_tensor(weight, "linear", "weight")
+    _float_tensor(input, "linear", error=RuntimeError)
+    _float_tensor(weight, "linear", "weight", error=RuntimeError)
     x, w = input._data, weight._data
-    b = None if bias is None else _float_tensor(bias, "linear", "bias")._data
+    b = None if bias is None else _float_tensor(bias, "linear", "bias", error=RuntimeError)._data
     if x.dtype != w.dtype or (b is not None and b.dtype != w.dtype):
         raise RuntimeError(f"linear: input and weight must have the same dtype, got {x.dtype} and {w.dtype}"
                            + ("" if b is None else f" (bias {b.dtype})"))
@@ -124,7 +126,8 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Optional[
                bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` dims: (x - mean) / sqrt(var + eps) * weight + bias
     (biased variance, eps inside the root, as torch)."""
-    _float_tensor(input, "layer_norm")
+    # torch: no integer kernel (NotImplementedError); with a float weight, a dtype mismatch (RuntimeError)
+    _float_tensor(input, "layer_norm", error=NotImplementedError if weight is None else RuntimeError)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     x = input._data
     nd = len(shape)
@@ -146,12 +149,12 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
     """Rows of ``weight`` (V, D) at integer ids ``input`` (...) -> (..., D).
     The ``padding_idx`` row receives no gradient."""
     _tensor(input, "embedding")
-    _float_tensor(weight, "embedding", "weight")
+    _float_tensor(weight, "embedding", "weight", error=TypeError)
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported")
     ids = input._data
     if ids.dtype.kind not in "iu":
-        raise TypeError(f"embedding: input must be an integer (Long) tensor of ids, got {ids.dtype}")
+        raise RuntimeError(f"embedding: input must be an integer (Long) tensor of ids, got {ids.dtype}")
     w = weight._data
     if w.ndim != 2:
         raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got {w.ndim}-D")
@@ -177,7 +180,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     x = input._data
     if p == 1.0:
         return apply_op(x * 0, (input,), lambda g: (np.zeros_like(g),), "Dropout")  # NaN stays NaN
-    _float_tensor(input, "dropout")
+    _float_tensor(input, "dropout", error=RuntimeError)
     return _dropout(input, p)
 
 
@@ -186,11 +189,14 @@ _class_dim_last, _class_dim_back, _loss_shape = _ce.class_dim_last, _ce.class_di
 
 
 def _check_targets(x: np.ndarray, t: np.ndarray, fn: str) -> None:
+    """Class-id targets for input x; torch's classes: ValueError when the batch
+    sizes differ, RuntimeError for another dtype or any other shape."""
     if t.dtype.kind not in "iu":
-        raise TypeError(f"{fn}: target must be an integer (Long) tensor of class ids, got {t.dtype}")
+        raise RuntimeError(f"{fn}: target must be an integer (Long) tensor of class ids, got {t.dtype}")
     expected = () if x.ndim == 1 else (x.shape[0],) + tuple(x.shape[2:])
     if t.shape != expected:
-        raise ValueError(f"{fn}: target must have shape {expected} for input of shape {tuple(x.shape)}, "
+        batch_differs = x.ndim > 1 and t.ndim > 0 and t.shape[0] != x.shape[0]
+        raise (ValueError if batch_differs else RuntimeError)(f"{fn}: target must have shape {expected} for input of shape {tuple(x.shape)}, "
                          f"got {tuple(t.shape)}")
 
 
@@ -210,17 +216,17 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     _tensor(target, fn, "target")
     reduction = _reduction(reduction, fn, size_average, reduce)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"{fn}: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+        raise RuntimeError(f"{fn}: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     x, t = input._data, target._data
     if x.ndim == 0:
         raise ValueError(f"{fn}: input must have a class dimension, got a 0-d tensor")
-    w = None if weight is None else _float_tensor(weight, fn, "weight")._data.astype(x.dtype)
+    w = None if weight is None else _float_tensor(weight, fn, "weight", error=RuntimeError)._data.astype(x.dtype)
     if w is not None and w.shape != (x.shape[0 if x.ndim == 1 else 1],):
         raise ValueError(f"{fn}: weight must have shape ({x.shape[0 if x.ndim == 1 else 1]},), got {tuple(w.shape)}")
     if t.dtype.kind == "f":
         if t.shape != x.shape:
-            raise ValueError(f"cross_entropy: probability target must have the input's shape {tuple(x.shape)}, "
-                             f"got {tuple(t.shape)}")
+            raise RuntimeError(f"cross_entropy: probability target must have the input's shape {tuple(x.shape)}, "
+                               f"got {tuple(t.shape)}")
         return _ce.cross_entropy_probs(input, target, w, reduction, label_smoothing)
     _check_targets(x, t, fn)
     return _ce.cross_entropy(input, target, w, ignore_index, label_smoothing, reduction)
@@ -248,7 +254,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
     if bad.any():
         i = int(np.argmax(bad))
         raise IndexError(f"{fn}: target {int(t2[i])} is out of bounds for {c} classes (at position {i})")
-    w = np.ones(c, x.dtype) if weight is None else _float_tensor(weight, fn, "weight")._data.astype(x.dtype)
+    w = np.ones(c, x.dtype) if weight is None else \
+        _float_tensor(weight, fn, "weight", error=RuntimeError)._data.astype(x.dtype)
     wt = np.where(valid, w[safe], 0).astype(x.dtype)
     picked = x2[np.arange(n), safe]
     per = -wt * picked
@@ -285,6 +292,10 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     _tensor(target, fn, "target")
     reduction = _reduction(reduction, fn, size_average, reduce)
     x, y = input._data, target._data.astype(input._data.dtype, copy=False)
+    try:
+        np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        raise RuntimeError(f"{fn}: input {tuple(x.shape)} and target {tuple(y.shape)} do not broadcast") from None
     if x.shape != y.shape:
         warnings.warn(f"Using a target size ({tuple(y.shape)}) that is different to the input size "
                       f"({tuple(x.shape)}). This will likely lead to incorrect results due to broadcasting.",
@@ -316,7 +327,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Option
     pad = [int(p) for p in pad]
     x = input._data
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
-        raise ValueError(f"pad: padding length must be even and at most 2 * input.dim() "
+        raise RuntimeError(f"pad: padding length must be even and at most 2 * input.dim() "
                          f"({2 * x.ndim}), got {len(pad)}")
     widths = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
@@ -343,7 +354,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     _tensor(tensor, "one_hot", "tensor")
     ids = tensor._data
     if ids.dtype.kind not in "iu":
-        raise TypeError(f"one_hot: tensor must be an integer (Long) tensor, got {ids.dtype}")
+        raise RuntimeError(f"one_hot: tensor must be an integer (Long) tensor, got {ids.dtype}")
     if num_classes == -1:
         num_classes = int(ids.max()) + 1 if ids.size else 0
     if ids.size and (ids.min() < 0 or ids.max() >= num_classes):

@@ -31,7 +31,7 @@ __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 # ---------------------------------------------------------------- helpers
 
 def _float_tensor(x, fn: str, arg: str) -> Tensor:
-    return _float_tensor_any(x, fn, arg, verb="have dtype")
+    return _float_tensor_any(x, fn, arg, verb="have dtype", error=RuntimeError)  # torch: its products refuse
 
 
 def _same_dtype(x: Tensor, ref: Tensor, fn: str, arg: str, ref_arg: str) -> None:

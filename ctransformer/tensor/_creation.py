@@ -246,14 +246,16 @@ def _gen(generator):
 def randn(*size, dtype=None, generator=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples from the seeded generator."""
     _check_device(device)
-    t = _wrap(_gen(generator).normal(0.0, 1.0, _shape_args(size)).astype(_as_dtype(dtype) or _dtypes._default_dtype))
+    samples = _gen(generator).normal(0.0, 1.0, _factory_shape(_shape_args(size)))
+    t = _wrap(samples.astype(_as_dtype(dtype) or _dtypes._default_dtype))
     return t.requires_grad_(True) if requires_grad else t
 
 
 def rand(*size, dtype=None, generator=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform [0, 1) samples from the seeded generator."""
     _check_device(device)
-    t = _wrap(_gen(generator).uniform(0.0, 1.0, _shape_args(size)).astype(_as_dtype(dtype) or _dtypes._default_dtype))
+    samples = _gen(generator).uniform(0.0, 1.0, _factory_shape(_shape_args(size)))
+    t = _wrap(samples.astype(_as_dtype(dtype) or _dtypes._default_dtype))
     return t.requires_grad_(True) if requires_grad else t
 
 

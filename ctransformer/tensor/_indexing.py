@@ -104,10 +104,13 @@ class IndexingMixin:
         d = _norm_dim(dim, x.ndim, "gather")
         idx = _data_of(index)
         if idx.dtype.kind not in "iu":
-            raise TypeError(f"gather: index must be an integer tensor, got {idx.dtype}")
+            raise RuntimeError(f"gather: index must be an integer tensor, got {idx.dtype}")
         if idx.ndim != x.ndim or any(i > s for k, (i, s) in enumerate(zip(idx.shape, x.shape)) if k != d):
             raise RuntimeError(f"gather: index {tuple(idx.shape)} must have the input's number of dimensions "
                                f"and sizes no larger than {tuple(x.shape)} outside dimension {dim}")
+        if idx.size and (idx.min() < 0 or idx.max() >= x.shape[d]):  # torch: no negative indices either
+            bad = idx.min() if idx.min() < 0 else idx.max()
+            raise RuntimeError(f"gather: index {bad} is out of bounds for dimension {dim} with size {x.shape[d]}")
         key = _along_axis_key(idx, d)
 
         def backward(g):

@@ -170,12 +170,20 @@ class ReductionsMixin:
         return apply_op(out, (self,), lambda g: (np.flip(np.cumsum(np.flip(g, d), axis=d), d),), "Cumsum")
 
     def softmax(self, dim: int = -1, dtype=None):
-        x = self if dtype is None else self.type(dtype)
-        return _T._softmax(x, dim, log=False)
+        return _T._softmax(self._softmax_input(dtype, "softmax"), dim, log=False)
 
     def log_softmax(self, dim: int = -1, dtype=None):
-        x = self if dtype is None else self.type(dtype)
-        return _T._softmax(x, dim, log=True)
+        return _T._softmax(self._softmax_input(dtype, "log_softmax"), dim, log=True)
+
+    def _softmax_input(self, dtype, fn: str):
+        """self in ``dtype``; an integer tensor without one is refused, as torch
+        refuses it (NotImplementedError: no integer softmax kernel)."""
+        if dtype is not None:
+            return self.type(dtype)
+        if self._data.dtype.kind not in "fc":
+            raise NotImplementedError(f"{fn}: not implemented for {self._data.dtype} tensors; "
+                                      f"pass dtype=float32 (or call .float() first)")
+        return self
 
     def norm(self, p=2, dim=None, keepdim=False):
         """The p-norm (sum |x|^p)^(1/p), inf: max |x|, 0: the count of nonzeros, over dim
