@@ -154,6 +154,35 @@ def test_comparisons_and_logic(name):
         assert_parity(COMPARE[name], a, b)
 
 
+REPRS = {  # values -> torch 2.13's repr (its _tensor_str formatting rules)
+    "decimals": ([1.5, 2.0], "tensor([1.5000, 2.0000])"),
+    "integral": ([[1.0, 2.0], [3.0, 4.0]], "tensor([[1., 2.],\n        [3., 4.]])"),
+    "scalar": (3.25, "tensor(3.2500)"),
+    "small": ([1e-5, 1.0], "tensor([1.0000e-05, 1.0000e+00])"),
+    "wide_integral": ([1.0, 2000.0], "tensor([1.0000e+00, 2.0000e+03])"),
+    "big_integral": ([123456.0, 1.0], "tensor([1.2346e+05, 1.0000e+00])"),
+    "integral_width": ([123456.0, 1000.0], "tensor([123456.,   1000.])"),
+    "negative": ([-1.5, 2.0], "tensor([-1.5000,  2.0000])"),
+    "non_finite": ([float("nan"), 2.0], "tensor([nan, 2.])"),
+    "inf": ([float("inf"), 0.5], "tensor([   inf, 0.5000])"),
+    "zeros": ([0.0, 0.0], "tensor([0., 0.])"),
+}
+
+
+@pytest.mark.parametrize("name", list(REPRS))
+def test_float_tensors_print_as_torch_prints_them(name, torch_ref):
+    values, expected = REPRS[name]
+    assert repr(ct.tensor(values)) == expected
+    assert str(torch_ref(lambda torch: {"r": np.array(repr(torch.tensor(values)))})["r"]) == expected
+
+
+def test_long_tensors_print_their_edges_only():
+    x = ct.arange(5000.0).reshape(50, 100) / 7
+    text = repr(x)
+    assert "..." in text and text.startswith("tensor([[0.0000e+00, 1.4286e-01, 2.8571e-01,") and len(text) < 1200
+    assert repr(ct.tensor([1.0, -2.0], requires_grad=True) * 2) == "tensor([ 2., -4.], grad_fn=<MulBackward0>)"
+
+
 def test_allclose_equal_item_conversions():
     x = ct.tensor([1.0, 2.0])
     assert ct.allclose(x, x + 1e-9) and x.equal(x.clone()) and not x.equal(x + 1)

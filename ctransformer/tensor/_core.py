@@ -25,6 +25,34 @@ from ._shape import ShapeMixin
 _T = sys.modules[__package__]
 
 
+
+def _float_formatter(x: np.ndarray):
+    """torch's printing of a float tensor (torch/_tensor_str.py): the nonzero
+    finite values choose one format for all: every one an integer -> "2."
+    (scientific past 1e8, or when max / min > 1000); else 4 decimals, "0.2500",
+    scientific ("1.0000e-05") when max / min > 1000, max > 1e8 or min < 1e-4.
+    Every element is right-aligned to the widest nonzero finite one.  Past 1000 elements only
+    the printed ones (3 at each end of every dim) decide, as torch's."""
+    if x.size > 1000:
+        for axis in range(x.ndim):
+            if x.shape[axis] > 6:
+                x = np.concatenate([x.take(range(3), axis), x.take(range(x.shape[axis] - 3, x.shape[axis]), axis)],
+                                   axis)
+    signed = x[np.isfinite(x) & (x != 0)].astype(np.float64)
+    vals = np.abs(signed)
+    integral = bool(np.all(vals == np.ceil(vals)))
+    sci = vals.size > 0 and (vals.max() / vals.min() > 1000.0 or vals.max() > 1.0e8
+                             or (not integral and vals.min() < 1.0e-4))
+
+    def plain(v) -> str:
+        if sci:
+            return f"{v:.4e}"
+        if integral:
+            return f"{v:.0f}" + ("" if np.isinf(v) or np.isnan(v) else ".")
+        return f"{v:.4f}"
+    width = max((len(plain(v)) for v in signed), default=1)  # nonzero finite values set it (torch's)
+    return lambda v: plain(v).rjust(width)
+
 class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, IndexingMixin):
     """An n-dimensional array with autograd (torch.Tensor's API, CPU only).
 
@@ -175,7 +203,10 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         return self._data if dtype is None else self._data.astype(dtype)
 
     def __repr__(self) -> str:
-        body = np.array2string(self._data, separator=", ", prefix="tensor(", precision=4)
+        x = self._data
+        formatter = {"float_kind": _float_formatter(x)} if x.dtype.kind == "f" and x.size else None
+        body = np.array2string(x, separator=", ", prefix="tensor(", formatter=formatter, max_line_width=80,
+                               threshold=1000, edgeitems=3)
         extras = []
         if self._data.dtype not in (_dtypes._default_dtype, int64, bool_):
             extras.append(f"dtype={self._data.dtype}")
