@@ -101,7 +101,7 @@ class MultiheadAttention(Module):
                 average_attn_weights: bool = True, is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
         if isinstance(query, Tensor) and query.ndim and query.shape[-1] != self.embed_dim:
             raise AssertionError(f"MultiheadAttention: query.shape[-1] (the features) must be embed_dim = "
-                             f"{self.embed_dim}, got {query.shape[-1]}")
+                                 f"{self.embed_dim}, got {query.shape[-1]}")
         return multi_head_attention(
             query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,
             self.out_proj.bias, self.dropout, self.training, key_padding_mask, need_weights, attn_mask,

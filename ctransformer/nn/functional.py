@@ -196,8 +196,9 @@ def _check_targets(x: np.ndarray, t: np.ndarray, fn: str) -> None:
     expected = () if x.ndim == 1 else (x.shape[0],) + tuple(x.shape[2:])
     if t.shape != expected:
         batch_differs = x.ndim > 1 and t.ndim > 0 and t.shape[0] != x.shape[0]
-        raise (ValueError if batch_differs else RuntimeError)(f"{fn}: target must have shape {expected} for input of shape {tuple(x.shape)}, "
-                         f"got {tuple(t.shape)}")
+        error = ValueError if batch_differs else RuntimeError
+        raise error(f"{fn}: target must have shape {expected} for input of shape {tuple(x.shape)}, "
+                    f"got {tuple(t.shape)}")
 
 
 def _loss_shape(x: np.ndarray) -> tuple:
@@ -328,7 +329,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Option
     x = input._data
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise RuntimeError(f"pad: padding length must be even and at most 2 * input.dim() "
-                         f"({2 * x.ndim}), got {len(pad)}")
+                           f"({2 * x.ndim}), got {len(pad)}")
     widths = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
         widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])

@@ -124,7 +124,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         lead = tuple(np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
     except ValueError:
         raise RuntimeError(f"{fn}: the leading (batch) dims of query {tuple(q.shape[:-2])}, key "
-                         f"{tuple(k.shape[:-2])} and value {tuple(v.shape[:-2])} must broadcast") from None
+                           f"{tuple(k.shape[:-2])} and value {tuple(v.shape[:-2])} must broadcast") from None
     mask = _mask_array(attn_mask, fn, "attn_mask", q.dtype)
     if mask is not None and is_causal:
         raise RuntimeError(f"{fn}: Explicit attn_mask should not be set when is_causal=True")
@@ -146,20 +146,20 @@ def _mha_mask(attn_mask: Optional[np.ndarray], key_padding_mask: Optional[np.nda
         if attn_mask.ndim == 2:
             if attn_mask.shape != (L, S):
                 raise RuntimeError(f"{fn}: the 2-D attn_mask must have shape (target length L, source length S) "
-                                 f"= {(L, S)}, got {tuple(attn_mask.shape)}")
+                                   f"= {(L, S)}, got {tuple(attn_mask.shape)}")
             parts.append(attn_mask)
         elif attn_mask.ndim == 3:
             if attn_mask.shape != (B * H, L, S):
                 raise RuntimeError(f"{fn}: the 3-D attn_mask must have shape (batch * num_heads, L, S) = "
-                                 f"{(B * H, L, S)}, got {tuple(attn_mask.shape)}")
+                                   f"{(B * H, L, S)}, got {tuple(attn_mask.shape)}")
             parts.append(attn_mask.reshape(B, H, L, S))
         else:
             raise AssertionError(f"{fn}: attn_mask must be 2-D (L, S) or 3-D (batch * num_heads, L, S), "
-                             f"got {attn_mask.ndim}-D of shape {tuple(attn_mask.shape)}")
+                                 f"got {attn_mask.ndim}-D of shape {tuple(attn_mask.shape)}")
     if key_padding_mask is not None:
         if key_padding_mask.shape != (B, S):
             raise AssertionError(f"{fn}: key_padding_mask must have shape (batch, source length S) = {(B, S)}, "
-                             f"got {tuple(key_padding_mask.shape)}")
+                                 f"got {tuple(key_padding_mask.shape)}")
         parts.append(key_padding_mask.reshape(B, 1, 1, S))
     if not parts:
         return None
@@ -223,7 +223,7 @@ def _mha_layout(query: Tensor, key: Tensor, value: Tensor, batch_first: bool, fn
     nd = query.ndim
     if nd not in (2, 3):
         raise AssertionError(f"{fn}: query must be 3-D ({'batch, L, E' if batch_first else 'L, batch, E'}) "
-                         f"or 2-D unbatched (L, E), got {nd}-D of shape {tuple(query.shape)}")
+                             f"or 2-D unbatched (L, E), got {nd}-D of shape {tuple(query.shape)}")
     for name, t in (("key", key), ("value", value)):
         if t.ndim != nd:
             raise AssertionError(f"{fn}: {name} must be {nd}-D like query, got {t.ndim}-D of shape "
@@ -236,11 +236,11 @@ def _mha_layout(query: Tensor, key: Tensor, value: Tensor, batch_first: bool, fn
         for name, t in (("key", key), ("value", value)):
             if t.shape[bax] != N:
                 raise RuntimeError(f"{fn}: {name}.shape[{bax}] (the batch axis, {layout}) must be {N} "
-                                 f"(query.shape[{bax}]), got {t.shape[bax]}; check batch_first")
+                                   f"(query.shape[{bax}]), got {t.shape[bax]}; check batch_first")
     sax = 1 if (nd == 3 and batch_first) else 0
     if key.shape[sax] != value.shape[sax]:
         raise AssertionError(f"{fn}: value.shape[{sax}] (the source length) must be {key.shape[sax]} "
-                         f"(key.shape[{sax}]), got {value.shape[sax]}")
+                             f"(key.shape[{sax}]), got {value.shape[sax]}")
 
 
 def _to_batch_first(t: Tensor, nd: int, batch_first: bool) -> Tensor:
@@ -281,8 +281,8 @@ def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: i
     if in_proj_weight is not None:
         if Ek != E or Ev != E:
             raise RuntimeError(f"{fn}: with a packed in_proj_weight, key and value must have embed_dim {E} "
-                             f"features (query.shape[-1]), got key {Ek} and value {Ev}; use "
-                             "kdim/vdim (separate projection weights)")
+                               f"features (query.shape[-1]), got key {Ek} and value {Ev}; use "
+                               "kdim/vdim (separate projection weights)")
         _check_param(in_proj_weight, fn, "in_proj_weight", (3 * E, E), q)
     else:
         for name, w, d in (("q_proj_weight", q_proj_weight, E), ("k_proj_weight", k_proj_weight, Ek),
@@ -304,7 +304,7 @@ def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: i
             kpm = kpm.reshape(1, -1)
         elif kpm is not None:
             raise AssertionError(f"{fn}: for unbatched (2-D) query, key_padding_mask must be 1-D (S,), got "
-                             f"{kpm.ndim}-D of shape {tuple(kpm.shape)}")
+                                 f"{kpm.ndim}-D of shape {tuple(kpm.shape)}")
     mask = _mha_mask(am, kpm, B, num_heads, L, S, q.dtype, fn)
     gms = _GradMasks.build(attn_mask, key_padding_mask, am, kpm, B, num_heads, L, S, q.dtype, fn)
     # is_causal is torch's hint that attn_mask is causal: an explicit mask wins;
@@ -356,7 +356,7 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
         raise NotImplementedError(f"{fn}: static_k/static_v are not supported")
     if isinstance(query, Tensor) and query.shape[-1] != embed_dim_to_check:
         raise AssertionError(f"{fn}: query.shape[-1] must be embed_dim_to_check = {embed_dim_to_check}, "
-                         f"got {query.shape[-1]}")
+                             f"got {query.shape[-1]}")
     if use_separate_proj_weight:
         in_proj_weight = None
     return multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,

@@ -359,13 +359,13 @@ class Transformer(Module):
             _check_layout(t, self.d_model, self.batch_first, "Transformer", name, RuntimeError)
         if src.ndim != tgt.ndim:
             raise AssertionError(f"Transformer: src and tgt must both be batched (3-D) or unbatched (2-D), got "
-                             f"{src.ndim}-D and {tgt.ndim}-D")
+                                 f"{src.ndim}-D and {tgt.ndim}-D")
         if src.ndim == 3:
             bax = 0 if self.batch_first else 1
             if src.shape[bax] != tgt.shape[bax]:
                 raise RuntimeError(f"Transformer: the batch number of src and tgt must be equal: src.shape[{bax}] = "
-                                 f"{src.shape[bax]}, tgt.shape[{bax}] = {tgt.shape[bax]} "
-                                 f"(batch_first={self.batch_first})")
+                                   f"{src.shape[bax]}, tgt.shape[{bax}] = {tgt.shape[bax]} "
+                                   f"(batch_first={self.batch_first})")
         memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
         return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
                             tgt_key_padding_mask=tgt_key_padding_mask,

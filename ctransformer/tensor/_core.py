@@ -25,14 +25,14 @@ from ._shape import ShapeMixin
 _T = sys.modules[__package__]
 
 
-
 def _float_formatter(x: np.ndarray):
     """torch's printing of a float tensor (torch/_tensor_str.py): the nonzero
     finite values choose one format for all: every one an integer -> "2."
     (scientific past 1e8, or when max / min > 1000); else 4 decimals, "0.2500",
     scientific ("1.0000e-05") when max / min > 1000, max > 1e8 or min < 1e-4.
-    Every element is right-aligned to the widest nonzero finite one.  Past 1000 elements only
-    the printed ones (3 at each end of every dim) decide, as torch's."""
+    Every element is right-aligned to the widest nonzero finite one.  Past
+    1000 elements only the printed ones (3 at each end of every dim) decide,
+    as torch's."""
     if x.size > 1000:
         for axis in range(x.ndim):
             if x.shape[axis] > 6:
@@ -184,10 +184,10 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         return bool(self._data.reshape(-1)[0])
 
     def __float__(self) -> float:
-        return float(self._scalar("float"))
+        return float(self._one_element("float"))
 
     def __int__(self) -> int:
-        return int(self._scalar("int"))
+        return int(self._one_element("int"))
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iub" or self._data.size != 1:
@@ -242,16 +242,13 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         return t
 
     def item(self):
-        if self._data.size != 1:  # torch: RuntimeError here, ValueError from float() / int()
-            raise RuntimeError(f"item: a Tensor with {self._data.size} elements cannot be converted to Scalar, "
-                               f"shape {tuple(self._data.shape)}")
-        return self._data.reshape(-1)[0].item()
+        return self._one_element("item", RuntimeError)  # torch: RuntimeError here, ValueError from float() / int()
 
-    def _scalar(self, fn: str):
-        """The one element, for float() / int(): ValueError otherwise, as torch."""
+    def _one_element(self, fn: str, error=ValueError):
+        """The one element as a Python number; ``error`` (torch's class for ``fn``) otherwise."""
         if self._data.size != 1:
-            raise ValueError(f"{fn}(): only one element tensors can be converted to Python scalars, "
-                             f"got {self._data.size} elements (shape {tuple(self._data.shape)})")
+            raise error(f"{fn}(): a Tensor with {self._data.size} elements (shape {tuple(self._data.shape)}) "
+                        "cannot be converted to Scalar: only one element tensors can be converted to Python scalars")
         return self._data.reshape(-1)[0].item()
 
     def tolist(self):
