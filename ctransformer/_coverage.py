@@ -88,11 +88,6 @@ EXPLICIT: Dict[str, Tuple[str, str]] = {
     "torch.nn.BatchNorm1d": ("batch norm is not implemented", "ctransformer.nn.LayerNorm"),
     "torch.nn.EmbeddingBag": ("not implemented", "ctransformer.nn.Embedding followed by .sum(dim) / .mean(dim)"),
     "torch.nn.CTCLoss": ("not implemented", "ctransformer.nn.CrossEntropyLoss on aligned targets"),
-    "torch.nn.BCELoss": ("not implemented", "ctransformer.nn.CrossEntropyLoss with two classes"),
-    "torch.nn.BCEWithLogitsLoss": ("not implemented", "ctransformer.nn.CrossEntropyLoss with two classes"),
-    "torch.nn.functional.binary_cross_entropy": ("not implemented", "ctransformer.nn.functional.cross_entropy"),
-    "torch.nn.functional.binary_cross_entropy_with_logits": ("not implemented",
-                                                             "ctransformer.nn.functional.cross_entropy"),
     "Tensor.bfloat16": ("NumPy has no bfloat16", "Tensor.float()"),
 }
 

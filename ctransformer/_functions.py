@@ -11,6 +11,9 @@ _METHODS = (
     "chunk", "split", "unbind", "flip", "gather", "index_select", "repeat_interleave", "clone", "detach",
     "allclose", "isclose", "equal", "logical_not", "logical_and", "logical_or", "neg", "any", "all", "isnan",
     "isinf", "isfinite", "nonzero", "sub", "eq", "ne", "lt", "le", "gt", "ge", "swapaxes", "true_divide",
+    "reciprocal", "log2", "log10", "exp2", "expm1", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+    "acosh", "atanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "trunc", "fix", "frac",
+    "atan2", "arctan2", "sgn", "prod", "remainder", "fmod",
 )
 
 

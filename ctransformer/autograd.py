@@ -37,6 +37,7 @@ import numpy as np
 
 from ._grad_mode import (_grad_enabled, _GradMode, _inference, enable_grad, inference_mode,  # noqa: F401
                          is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled)
+from ._fp import enter as _fp_enter, leave as _fp_leave
 from .kernels.runtime import copy_array as _copy_array
 
 _Tensor = None  # set by ctransformer.tensor (avoids an import per op)
@@ -521,6 +522,7 @@ def run_backward(roots, retain_graph: bool = False, capture: Optional[dict] = No
         if not n.deps and n not in ready:
             ready.append(n)
     pop, push = ready.pop, ready.append
+    fp_token = _fp_enter()  # the gradient formulas' inf / nan (1 / x at 0) without NumPy's warnings, as torch
     try:
         while ready:
             node = pop()
@@ -587,6 +589,7 @@ def run_backward(roots, retain_graph: bool = False, capture: Optional[dict] = No
             n.grad = None
         raise
     finally:
+        _fp_leave(fp_token)
         _grad_enabled[0] = prev_mode
 
 

@@ -32,6 +32,9 @@ IDX = np.array([[0, 2], [1, 0], [2, 1]])
 MASK = np.array([[True, False, True, False], [False, False, True, True], [True, True, False, False]])
 ROWS = np.array([2, 0, 2])
 
+# the binary cross-entropies' weight (4,), (3, 1) and pos_weight (4,): constants
+BCE_WEIGHTS = [ct.tensor(R(4)), ct.tensor(R(3, 1)), ct.tensor(R(4, pos=True))]
+
 # name -> (function of the float64 input Tensors, input arrays[, gradcheck kwargs])
 OPS = {
     # ---- elementwise / arithmetic (ct.f and Tensor.f share the case)
@@ -73,7 +76,30 @@ OPS = {
     "where": (lambda x, y: ct.where(ct.tensor(MASK), x, y), [R(3, 4), R(4)]),
     "masked_fill": (lambda x: ct.masked_fill(x, ct.tensor(MASK), 2.0), [R(3, 4)]),
     "masked_select": (lambda x: ct.masked_select(x, ct.tensor(MASK)), [R(3, 4)]),
+    "reciprocal": (lambda x: ct.reciprocal(x) + x.add(3).reciprocal(), [R(3, 4, pos=True)]),
+    "log2": (lambda x: ct.log2(x), [R(3, 4, pos=True)]),
+    "log10": (lambda x: x.log10(), [R(3, 4, pos=True)]),
+    "exp2": (lambda x: ct.exp2(x), [R(3, 4)]),
+    "expm1": (lambda x: x.expm1(), [R(3, 4)]),
+    "tan": (lambda x: ct.tan(x), [np.tanh(R(3, 4))]),
+    "asin": (lambda x: ct.asin(x), [0.9 * np.tanh(R(3, 4))]),
+    "acos": (lambda x: x.acos(), [0.9 * np.tanh(R(3, 4))]),
+    "atan": (lambda x: ct.atan(x), [R(3, 4)]),
+    "sinh": (lambda x: ct.sinh(x), [R(3, 4)]),
+    "cosh": (lambda x: x.cosh(), [R(3, 4)]),
+    "asinh": (lambda x: ct.asinh(x), [R(3, 4)]),
+    "acosh": (lambda x: x.acosh(), [R(3, 4, pos=True) + 1]),
+    "atanh": (lambda x: ct.atanh(x), [0.9 * np.tanh(R(3, 4))]),
+    "atan2": (lambda y, x: ct.atan2(y, x) + y.arctan2(x.abs() + 1), [R(3, 4), R(4)]),
+    "trunc": (lambda x: ct.trunc(x * 3) + x.fix(), [R(3, 4)]),
+    "frac": (lambda x: ct.frac(x * 3), [R(3, 4) + 0.01]),
+    "sgn": (lambda x: ct.sgn(x), [R(3, 4)]),
+    "fmod": (lambda x, y: ct.fmod(x, y) + x.fmod(1.3), [R(3, 4) * 3, R(4, pos=True)]),
     # ---- reductions
+    "prod": (lambda x: ct.prod(x, 1) + x.prod() + x.prod(0, keepdim=True).sum(), [R(3, 4)]),
+    # a zero among the factors (row 0), two zeros (row 2): the products of the others, exactly
+    "prod_with_zero": (lambda x: (x * ct.tensor([[0.0, 1, 1, 1], [1, 1, 1, 1], [1, 0, 0, 1]], dtype=ct.float64))
+                       .prod(1), [R(3, 4)]),
     "sum": (lambda x: ct.sum(x, 1) + x.sum() + x.sum((0, 1), keepdim=True).squeeze(0), [R(3, 4)]),
     "mean": (lambda x: ct.mean(x, 0), [R(3, 4)]),
     "var": (lambda x: ct.var(x, 1), [R(3, 4)]),
@@ -167,6 +193,20 @@ OPS = {
     "F.cosine_similarity": (lambda a, b: F.cosine_similarity(a, b, dim=1), [R(3, 4), R(3, 4)]),
     "F.kl_div": (lambda x, t: F.kl_div(x, t, reduction="batchmean"), [R(3, 4), R(3, 4, pos=True)]),
     "F.rms_norm": (lambda x, w: F.rms_norm(x, (4,), w, eps=1e-6), [R(3, 4), R(4)]),
+    "F.leaky_relu": (lambda x: F.leaky_relu(x) + F.leaky_relu(x, 0.2), [R(3, 4)]),
+    "F.elu": (lambda x: F.elu(x) + F.elu(x * 300, alpha=0.5), [R(3, 4)]),
+    "F.softplus": (lambda x: F.softplus(x) + F.softplus(x, beta=2.0, threshold=1.0), [R(3, 4)]),
+    "F.logsigmoid": (lambda x: F.logsigmoid(x) + F.logsigmoid(x * 100), [R(3, 4)]),
+    "F.l1_loss": (lambda x, y: F.l1_loss(x, y) + F.l1_loss(x, y, reduction="sum"), [R(3, 4), R(3, 4)]),
+    "F.smooth_l1_loss": (lambda x, y: F.smooth_l1_loss(x, y, beta=0.5), [R(3, 4), R(3, 4)]),
+    "F.huber_loss": (lambda x, y: F.huber_loss(x, y, reduction="none", delta=0.7), [R(3, 4), R(3, 4)]),
+    # (weight and pos_weight are not differentiable in torch, which refuses them requiring grad)
+    "F.binary_cross_entropy": (lambda p, t: F.binary_cross_entropy(p.sigmoid(), t.sigmoid(), BCE_WEIGHTS[0]),
+                               [R(3, 4), R(3, 4)]),
+    "F.binary_cross_entropy_with_logits": (
+        lambda x, t: F.binary_cross_entropy_with_logits(x, t.sigmoid(), BCE_WEIGHTS[1], pos_weight=BCE_WEIGHTS[2],
+                                                        reduction="sum"),
+        [R(3, 4), R(3, 4)]),
     "F.relu": (lambda x: F.relu(x), [R(3, 4)]),
     "F.relu_": (lambda x: F.relu_(x.clone()), [R(3, 4)]),
     "F.gelu": (lambda x: F.gelu(x) + F.gelu(x, approximate="tanh"), [R(3, 4)]),
@@ -235,6 +275,15 @@ def _module_cases():
         "KLDivLoss": (nn.KLDivLoss(reduction="batchmean"), [R(3, 4), R(3, 4, pos=True)], None),
         "Identity": (nn.Identity(), [R(3, 4)], None),
         "ReLU": (nn.ReLU(), [R(3, 4)], None),
+        "LeakyReLU": (nn.LeakyReLU(0.1), [R(3, 4)], None),
+        "ELU": (nn.ELU(alpha=0.7), [R(3, 4)], None),
+        "Softplus": (nn.Softplus(beta=0.5), [R(3, 4)], None),
+        "LogSigmoid": (nn.LogSigmoid(), [R(3, 4)], None),
+        "L1Loss": (nn.L1Loss(), [R(3, 4), R(3, 4)], None),
+        "SmoothL1Loss": (nn.SmoothL1Loss(beta=2.0), [R(3, 4), R(3, 4)], None),
+        "HuberLoss": (nn.HuberLoss(delta=0.5), [R(3, 4), R(3, 4)], None),
+        "BCELoss": (nn.BCELoss(), [R(3, 4), R(3, 4)], lambda m, p, t: m(p.sigmoid(), t.sigmoid())),
+        "BCEWithLogitsLoss": (nn.BCEWithLogitsLoss(), [R(3, 4), R(3, 4)], lambda m, x, t: m(x, t.sigmoid())),
         "GELU": (nn.GELU(), [R(3, 4)], None),
         "Tanh": (nn.Tanh(), [R(3, 4)], None),
         "Sigmoid": (nn.Sigmoid(), [R(3, 4)], None),
@@ -304,7 +353,8 @@ NOT_DIFFERENTIABLE = {
 
 # names whose case is under another key
 ALIASES = {"float": "float_cast", "double": "to", "half": "half_cast", "type": "to", "type_as": "to",
-           "__setitem__": "setitem"}
+           "__setitem__": "setitem", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
+           "arccosh": "acosh", "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc"}
 
 
 def _float_outputs(out):

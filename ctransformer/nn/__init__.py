@@ -21,6 +21,13 @@ from .modules import rnn as _modules_rnn, transformer as _modules_transformer  #
 from . import parallel  # noqa: E402,F401  (importable; DistributedDataParallel refuses clearly)
 from .modules.extra import Flatten, KLDivLoss, RMSNorm, SiLU, Unflatten  # noqa: E402,F401
 from .functional_extra import cosine_similarity, kl_div, normalize, rms_norm, silu  # noqa: E402
-for _f in (cosine_similarity, kl_div, normalize, rms_norm, silu):  # torch.nn.functional.<name>
+from .modules.more import (BCELoss, BCEWithLogitsLoss, ELU, HuberLoss, L1Loss, LeakyReLU,  # noqa: E402,F401
+                           LogSigmoid, SmoothL1Loss, Softplus)
+from .functional_more import (binary_cross_entropy, binary_cross_entropy_with_logits, elu,  # noqa: E402
+                              huber_loss, l1_loss, leaky_relu, logsigmoid, smooth_l1_loss, softplus)
+for _f in (cosine_similarity, kl_div, normalize, rms_norm, silu, binary_cross_entropy,  # torch.nn.functional.<name>
+           binary_cross_entropy_with_logits, elu, huber_loss, l1_loss, leaky_relu, logsigmoid, smooth_l1_loss,
+           softplus):
     setattr(functional, _f.__name__, _f)
-__all__ += ["Flatten", "KLDivLoss", "RMSNorm", "SiLU", "Unflatten"]
+__all__ += ["Flatten", "KLDivLoss", "RMSNorm", "SiLU", "Unflatten", "BCELoss", "BCEWithLogitsLoss", "ELU", "HuberLoss",
+            "L1Loss", "LeakyReLU", "LogSigmoid", "SmoothL1Loss", "Softplus"]

@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .._fp import quietly as _quietly
 from ..autograd import apply_op
 from ..ops import crossentropy as _ce
 from ..ops.activation import activation as _activation
@@ -206,6 +207,7 @@ def _loss_shape(x: np.ndarray) -> tuple:
     return () if x.ndim == 1 else (x.shape[0],) + tuple(x.shape[2:])
 
 
+@_quietly
 def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -233,6 +235,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     return _ce.cross_entropy(input, target, w, ignore_index, label_smoothing, reduction)
 
 
+@_quietly
 def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of log-probabilities ``input`` (N, C) /
@@ -267,8 +270,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
         loss = np.asarray(per.sum(), x.dtype)
     else:
         denom = wt.sum()
-        with np.errstate(divide="ignore", invalid="ignore"):  # no target: NaN, silently, as torch
-            loss = np.asarray(per.sum() / denom, x.dtype)
+        loss = np.asarray(per.sum() / denom, x.dtype)  # no target: NaN, silently (quietly), as torch
 
     def backward(g):
         if reduction == "none":
@@ -276,8 +278,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
         elif reduction == "sum":
             coef = -wt * g
         else:  # as torch: ignored positions get exactly 0, even when every target is ignored (denom 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                coef = np.where(valid, -wt * (g / denom), 0).astype(x.dtype)
+            coef = np.where(valid, -wt * (g / denom), 0).astype(x.dtype)  # (run_backward: quiet 0 / 0)
         d2 = np.zeros_like(x2)
         d2[np.arange(n), safe] = coef
         return (_class_dim_back(d2, x.shape), None)
@@ -285,6 +286,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
     return apply_op(loss, (input, target), backward, "NllLoss")
 
 
+@_quietly
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """(input - target)^2, reduced; both operands receive gradients.
     Shapes broadcast (torch warns when they differ)."""

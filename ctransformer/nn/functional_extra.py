@@ -8,6 +8,7 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
+from .._fp import quietly as _quietly
 from ..tensor import Tensor, where
 
 __all__ = ["silu", "normalize", "cosine_similarity", "kl_div", "rms_norm"]
@@ -29,6 +30,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     return out
 
 
+@_quietly
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """input / max(||input||_p along dim, eps)."""
     _check_tensor(input, "normalize")
@@ -37,6 +39,7 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
     return input / input.norm(p, dim, keepdim=True).clamp(min=eps).expand_as(input)
 
 
+@_quietly
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """sum(x1 * x2, dim) / (max(||x1||, eps) * max(||x2||, eps)), broadcasting x1 and x2."""
     _check_tensor(x1, "cosine_similarity", "x1")
@@ -46,6 +49,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
+@_quietly
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """Pointwise KL divergence target * (log(target) - input), ``input`` being
@@ -80,6 +84,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     return pointwise.mean()
 
 
+@_quietly
 def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,
              eps: Optional[float] = None) -> Tensor:
     """input / sqrt(mean(input**2 over the last len(normalized_shape) dims) + eps) * weight;

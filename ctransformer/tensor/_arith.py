@@ -8,6 +8,7 @@ import numbers
 
 import numpy as np
 
+from .._fp import enter as _fp_enter, leave as _fp_leave
 from ..autograd import Node, _FREED, _grad_enabled, edge_of
 from . import _dtypes
 from ._dtypes import bool_
@@ -247,6 +248,7 @@ def _make_arith(code: int, rev: bool):
     saves = code >= _MUL
     saves_scalar = node_scalar.saves  # s / a, a ** s, s ** a read their operand / result in backward
     frees_scalar = node_scalar.frees
+    fp_enter, fp_leave = _fp_enter, _fp_leave
 
     def arith(x: Tensor, other) -> Tensor:
         a = x._data
@@ -264,7 +266,11 @@ def _make_arith(code: int, rev: bool):
                     b = b.astype(dt)
             if rev:
                 a, b, x, other = b, a, other, x
-            out = ufunc(a, b)
+            token = fp_enter()  # inf / nan without NumPy's RuntimeWarning, as torch (_fp.py)
+            try:
+                out = ufunc(a, b)
+            finally:
+                fp_leave(token)
             t = _tnew(Tensor)
             t._data = out
             t.grad = None
@@ -326,7 +332,11 @@ def _make_arith(code: int, rev: bool):
             a = a.astype(_dtypes._default_dtype)
         elif code == _SUB and a.dtype == bool_:
             raise _bool_sub_error()
-        out = ufunc(other, a) if rev else ufunc(a, other)
+        token = fp_enter()
+        try:
+            out = ufunc(other, a) if rev else ufunc(a, other)
+        finally:
+            fp_leave(token)
         if type(out) is not np.ndarray:
             out = np.asarray(out)
         t = _tnew(Tensor)

@@ -9,6 +9,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._fp import quiet
 from .. import autograd as _autograd
 from ..autograd import Node, _FREED, _grad_enabled, apply_op, bump_version, run_backward, share_version
 from . import _dtypes
@@ -432,9 +433,11 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         if d == self._data.dtype:
             return self
         src = self._data.dtype
+        with quiet():  # NaN -> int64 min, 1e10 -> float16 inf: silently, as torch
+            converted = self._data.astype(d)
         if d.kind == "f" and src.kind == "f":
-            return apply_op(self._data.astype(d), (self,), lambda g: (g.astype(src),), "ToCopy")
-        return _wrap(self._data.astype(d))
+            return apply_op(converted, (self,), lambda g: (g.astype(src),), "ToCopy")
+        return _wrap(converted)
 
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.type(other.dtype)

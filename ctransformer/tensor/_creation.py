@@ -64,11 +64,33 @@ def where(condition, x=None, y=None) -> Union[Tensor, Tuple[Tensor, ...]]:
 
 
 def maximum(a: Tensor, b: Tensor) -> Tensor:
-    return where(a >= b, a, b)
+    """The elementwise larger of a and b (broadcasting); NaN wins, as torch.
+    Gradient as torch's: to the larger operand, halved between equal ones."""
+    return _extremum(a, b, np.maximum, "Maximum")
 
 
 def minimum(a: Tensor, b: Tensor) -> Tensor:
-    return where(a <= b, a, b)
+    """The elementwise smaller of a and b (broadcasting); NaN wins, as torch.
+    Gradient as torch's: to the smaller operand, halved between equal ones."""
+    return _extremum(a, b, np.minimum, "Minimum")
+
+
+def _extremum(a, b, pick, name: str) -> Tensor:
+    at = a if isinstance(a, Tensor) else tensor(a)
+    bt = b if isinstance(b, Tensor) else tensor(b)
+    dt = _promote(at._data, bt._data)
+    x, y = at._data.astype(dt, copy=False), bt._data.astype(dt, copy=False)
+    out = np.asarray(pick(x, y))
+
+    def backward(g):
+        tie = x == y
+        x_wins = (x > y) if pick is np.maximum else (x < y)
+        y_wins = ~tie & ~x_wins
+        half = g / 2
+        return (_sum_to(np.where(tie, half, np.where(x_wins, g, 0)), x.shape),
+                _sum_to(np.where(tie, half, np.where(y_wins, g, 0)), y.shape))
+
+    return apply_op(out, (at, bt), backward, name)
 
 
 # ------------------------------------------------------------------ factories

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..autograd import apply_op
+from .._fp import quietly
 from ._dtypes import bool_
 from ._helpers import _data_of, _float_of, _sum_to, _zero_grad
 
@@ -23,22 +24,27 @@ class ElementwiseMixin:
     __slots__ = ()  # Tensor keeps its fixed slots
 
     # ------------------------------------------------------------ elementwise
+    @quietly
     def exp(self):
         out = np.exp(_float_of(self._data))
         return _T._unary(self, out, lambda g: (g * out,), "Exp")
 
+    @quietly
     def log(self):
         x = _float_of(self._data)
         return _T._unary(self, np.log(x), lambda g: (g / x,), "Log")
 
+    @quietly
     def log1p(self):
         x = _float_of(self._data)
         return _T._unary(self, np.log1p(x), lambda g: (g / (1 + x),), "Log1p")
 
+    @quietly
     def sqrt(self):
         out = np.sqrt(_float_of(self._data))
         return _T._unary(self, out, lambda g: (g / (2 * out),), "Sqrt")
 
+    @quietly
     def rsqrt(self):
         out = 1 / np.sqrt(_float_of(self._data))
         return _T._unary(self, out, lambda g: (-0.5 * g * out * out * out,), "Rsqrt")
@@ -53,7 +59,12 @@ class ElementwiseMixin:
     absolute = abs
 
     def sign(self):
-        return _T._unary(self, np.sign(self._data), _zero_grad, "Sign")
+        x = self._data
+        if x.dtype.kind == "f":  # torch: (0 < x) - (x < 0), so sign(nan) = 0 and sign(-0.) = 0.
+            out = (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+        else:
+            out = np.sign(x)
+        return _T._unary(self, out, _zero_grad, "Sign")
 
     def floor(self):
         return _T._unary(self, np.floor(self._data), _zero_grad, "Floor")
@@ -64,10 +75,12 @@ class ElementwiseMixin:
     def round(self, decimals: int = 0):
         return _T._unary(self, np.round(self._data, decimals), _zero_grad, "Round")
 
+    @quietly
     def sin(self):
         x = _float_of(self._data)
         return _T._unary(self, np.sin(x), lambda g: (g * np.cos(x),), "Sin")
 
+    @quietly
     def cos(self):
         x = _float_of(self._data)
         return _T._unary(self, np.cos(x), lambda g: (-g * np.sin(x),), "Cos")
@@ -149,3 +162,85 @@ class ElementwiseMixin:
 
     def where(self, condition, other):
         return _T.where(condition, self, other)
+
+
+# ---------------------------------------------------------------- more unary maths
+# name: (NumPy function, gradient (g, x, out) -> dL/dx, torch's grad_fn name).
+# Integer input is computed in the default float dtype, as torch; inf / nan
+# come out quietly (see _fp.py), as torch.
+_LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
+_MATH = {
+    "reciprocal": (np.reciprocal, lambda g, x, out: -g * out * out, "Reciprocal"),
+    "log2": (np.log2, lambda g, x, out: g / (x * _LN2), "Log2"),
+    "log10": (np.log10, lambda g, x, out: g / (x * _LN10), "Log10"),
+    "exp2": (np.exp2, lambda g, x, out: g * out * _LN2, "Exp2"),
+    "expm1": (np.expm1, lambda g, x, out: g * (out + 1), "Expm1"),
+    "tan": (np.tan, lambda g, x, out: g * (1 + out * out), "Tan"),
+    "asin": (np.arcsin, lambda g, x, out: g / np.sqrt(1 - x * x), "Asin"),
+    "acos": (np.arccos, lambda g, x, out: -g / np.sqrt(1 - x * x), "Acos"),
+    "atan": (np.arctan, lambda g, x, out: g / (1 + x * x), "Atan"),
+    "sinh": (np.sinh, lambda g, x, out: g * np.cosh(x), "Sinh"),
+    "cosh": (np.cosh, lambda g, x, out: g * np.sinh(x), "Cosh"),
+    "asinh": (np.arcsinh, lambda g, x, out: g / np.sqrt(x * x + 1), "Asinh"),
+    "acosh": (np.arccosh, lambda g, x, out: g / np.sqrt(x * x - 1), "Acosh"),
+    "atanh": (np.arctanh, lambda g, x, out: g / (1 - x * x), "Atanh"),
+}
+
+
+def _math_method(name: str, fn, grad, node_name: str):
+    def method(self):
+        x = _float_of(self._data)
+        out = fn(x)
+        return _T._unary(self, out, lambda g: (grad(g, x, out),), node_name)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Elementwise {name} (NumPy's {fn.__name__}), with its gradient."
+    return quietly(method)
+
+
+for _name, (_fn, _grad, _node) in _MATH.items():
+    setattr(ElementwiseMixin, _name, _math_method(_name, _fn, _grad, _node))
+del _name, _fn, _grad, _node
+
+# torch's aliases
+for _alias, _name in {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
+                      "arccosh": "acosh", "arctanh": "atanh"}.items():
+    setattr(ElementwiseMixin, _alias, getattr(ElementwiseMixin, _name))
+del _alias, _name
+
+
+def _trunc(self):
+    """Round towards zero; no gradient flows (zero, as torch)."""
+    return _T._unary(self, np.trunc(self._data), _zero_grad, "Trunc")
+
+
+@quietly
+def _frac(self):
+    """x - trunc(x); its gradient is 1."""
+    x = self._data
+    return _T._unary(self, x - np.trunc(x), lambda g: (g,), "Frac")
+
+
+@quietly
+def _atan2(self, other):
+    """atan2(self, other): the angle of the point (other, self), elementwise, broadcasting;
+    gradients other / r^2 and -self / r^2 (r^2 = self^2 + other^2)."""
+    o = other if isinstance(other, _T.Tensor) else _T.tensor(other)
+    y, x = _float_of(self._data), _float_of(o._data)
+    dt = np.result_type(y, x)
+    y, x = y.astype(dt, copy=False), x.astype(dt, copy=False)
+    out = np.arctan2(y, x)
+
+    def backward(g):
+        r2 = x * x + y * y
+        return _sum_to(g * x / r2, y.shape), _sum_to(-g * y / r2, x.shape)
+
+    return apply_op(out, (self, o), backward, "Atan2")
+
+
+ElementwiseMixin.trunc = ElementwiseMixin.fix = _trunc
+ElementwiseMixin.frac = _frac
+ElementwiseMixin.atan2 = ElementwiseMixin.arctan2 = _atan2
+ElementwiseMixin.sgn = ElementwiseMixin.sign  # (real tensors: the same)
+ElementwiseMixin.maximum = lambda self, other: _T.maximum(self, other)
+ElementwiseMixin.minimum = lambda self, other: _T.minimum(self, other)

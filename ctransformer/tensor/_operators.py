@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..autograd import apply_op
+from .._fp import quietly
 from ._dtypes import bool_, int64
 from ._helpers import _ADD, _DIV, _MUL, _POW, _SUB, _UFUNCS, _axes, _data_of, _deprecated_alpha_first, _ndim_of, _neg_grad, _sum_to
 
@@ -17,6 +18,13 @@ if TYPE_CHECKING:
 # The package ctransformer.tensor: names defined after this module (Tensor, its factories, the
 # kernel-backed ops) are read from it when a function runs, by which time it is complete.
 _T = sys.modules[__package__]
+
+
+def _refuse_integer_zero_division(dividend, divisor) -> None:
+    """Integer ``//`` and ``%`` by zero: torch raises RuntimeError('ZeroDivisionError')
+    (NumPy warns and answers 0).  Floating point gives inf / nan, quietly, as torch."""
+    if np.result_type(dividend, divisor).kind in "iu" and not np.all(divisor):
+        raise RuntimeError("ZeroDivisionError")
 
 
 class OperatorsMixin:
@@ -35,19 +43,25 @@ class OperatorsMixin:
 
     subtract = sub
 
+    @quietly
     def __floordiv__(self, other):
         o = other._data if isinstance(other, _T.Tensor) else other
+        _refuse_integer_zero_division(self._data, o)
         return _T._wrap(np.asarray(np.floor_divide(self._data, o)))
 
+    @quietly
     def __rfloordiv__(self, other):
+        _refuse_integer_zero_division(other, self._data)
         return _T._wrap(np.asarray(np.floor_divide(other, self._data)))
 
+    @quietly
     def __mod__(self, other):
         """Python's (and torch's) remainder: the sign of the divisor.  Gradients
         as torch: d/dself = 1, d/dother = -floor(self / other)."""
         ot = other if isinstance(other, _T.Tensor) else None
         a = self._data
         o = ot._data if ot is not None else other
+        _refuse_integer_zero_division(a, o)
         out = np.asarray(np.mod(a, o))
         if out.dtype.kind != "f":
             return _T._wrap(out)
@@ -62,6 +76,27 @@ class OperatorsMixin:
         return apply_op(out, (self, ot), backward, "Remainder")
 
     remainder = __mod__
+
+    @quietly
+    def fmod(self, other):
+        """C's remainder (math.fmod): the sign of the dividend.  Gradients as
+        torch: d/dself = 1, d/dother = -trunc(self / other)."""
+        ot = other if isinstance(other, _T.Tensor) else None
+        a = self._data
+        o = ot._data if ot is not None else other
+        _refuse_integer_zero_division(a, o)
+        out = np.asarray(np.fmod(a, o))
+        if out.dtype.kind != "f":
+            return _T._wrap(out)
+        sa, so = a.shape, np.shape(o)
+
+        def backward(g):
+            go = None
+            if ot is not None and ot.requires_grad:
+                go = _sum_to(-g * np.trunc(a / o), so)
+            return _sum_to(g, sa), go
+
+        return apply_op(out, (self, ot), backward, "Fmod")
 
     def __neg__(self):
         if self._data.dtype == bool_:
@@ -93,6 +128,7 @@ class OperatorsMixin:
         return _T.bmm(self, other)
 
     # in-place arithmetic: autograd-aware
+    @quietly
     def _inplace_arith(self, other, code, name):
         self._check_inplace(name)
         if self._tracked(other):

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Optional
 
 import numpy as np
 
+from .._fp import quiet, quietly
 from ..autograd import apply_op
 from ._dtypes import _as_dtype, int64
 from ._helpers import _axes, _identity_grad, _MinMax, _norm_dim
@@ -19,6 +21,7 @@ class ReductionsMixin:
     __slots__ = ()  # Tensor keeps its fixed slots
 
     # ------------------------------------------------------------ reductions
+    @quietly
     def sum(self, dim=None, keepdim: bool = False, dtype=None):
         x = self._data
         axis = _axes(dim, x.ndim, "sum")
@@ -35,6 +38,29 @@ class ReductionsMixin:
 
         return apply_op(out, (self,), backward, "Sum")
 
+    @quietly
+    def prod(self, dim: Optional[int] = None, keepdim: bool = False, dtype=None):
+        """Product of all elements, or along one dim; integers multiply in int64, as torch.
+        Gradient: the product of the other elements (exact where some are 0)."""
+        x = self._data
+        d = _as_dtype(dtype)
+        if d is None and x.dtype.kind in "biu":
+            d = int64
+        if d is not None:
+            x = x.astype(d)
+        ax = None if dim is None else _norm_dim(dim, x.ndim, "prod")
+        out = np.asarray(np.prod(x, axis=ax, keepdims=keepdim and ax is not None))
+
+        def backward(g):
+            if ax is None:
+                return (_others_product(x.reshape(-1)).reshape(x.shape) * g,)
+            gk = g if keepdim else np.expand_dims(g, ax)
+            others = np.moveaxis(_others_product(np.moveaxis(x, ax, -1)), -1, ax)
+            return (others * gk,)
+
+        return apply_op(out, (self,), backward, "Prod")
+
+    @quietly
     def mean(self, dim=None, keepdim: bool = False, dtype=None):
         x = self._data
         d = _as_dtype(dtype)
@@ -44,7 +70,10 @@ class ReductionsMixin:
         if d is not None:
             x = x.astype(d)
         axis = _axes(dim, x.ndim, "mean")
-        out = np.asarray(np.mean(x, axis=axis, keepdims=keepdim))
+        if _reduces_nothing(x, axis):  # mean of no elements: nan, as torch (np.mean warns "Mean of empty slice")
+            out = np.asarray(np.sum(x, axis=axis, keepdims=keepdim) / x.dtype.type(0))
+        else:
+            out = np.asarray(np.mean(x, axis=axis, keepdims=keepdim))
         n = x.size // out.size if out.size else 0
         shape = x.shape
 
@@ -58,6 +87,12 @@ class ReductionsMixin:
     def var(self, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None):
         """Variance with ``correction`` (default 1: unbiased, as torch);
         ``unbiased=False`` is correction 0."""
+        return self._var(dim, unbiased, keepdim, correction, "var")
+
+    def std(self, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None):
+        return self._var(dim, unbiased, keepdim, correction, "std").sqrt()
+
+    def _var(self, dim, unbiased, keepdim: bool, correction, name: str):
         if isinstance(dim, bool):  # var(unbiased) positional form
             dim, unbiased = None, dim
         c = 1 if correction is None and unbiased is None else (
@@ -65,14 +100,13 @@ class ReductionsMixin:
         x = self._data
         axis = _axes(dim, x.ndim, "var")
         n = x.size if axis is None else int(np.prod([x.shape[a] for a in axis]))
+        if n - c <= 0:  # torch's warning; the answer is then nan (or inf)
+            warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                          "reduction factor (input numel divided by output numel).", UserWarning, stacklevel=3)
         mu = self.mean(dim=axis, keepdim=True)
         d = self - mu
         ss = (d * d).sum(dim=axis, keepdim=keepdim)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return ss / float(max(n - c, 0))
-
-    def std(self, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None):
-        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+        return ss / float(max(n - c, 0))
 
     def _minmax(self, dim, keepdim, np_arg, np_red, name):
         x = self._data
@@ -163,6 +197,7 @@ class ReductionsMixin:
     def argsort(self, dim: int = -1, descending: bool = False):
         return self.sort(dim, descending)[1]
 
+    @quietly
     def cumsum(self, dim: int, dtype=None):
         x = self._data
         d = _norm_dim(dim, x.ndim, "cumsum")
@@ -197,8 +232,9 @@ class ReductionsMixin:
             x = self._data
             count = np.asarray((x != 0).sum(axis=_axes(dim, x.ndim), keepdims=keepdim), dtype=x.dtype)
             return _T._unary(self, count, lambda g: (np.zeros_like(x),), "NormZero")
-        powered = self * self if p == 2 else self.abs() ** p
-        return _norm_root(powered.sum(dim=dim, keepdim=keepdim), float(p))
+        with quiet():
+            powered = self * self if p == 2 else self.abs() ** p
+            return _norm_root(powered.sum(dim=dim, keepdim=keepdim), float(p))
 
 
 def _norm_root(s, p: float):
@@ -207,7 +243,22 @@ def _norm_root(s, p: float):
     data = s._data
     out = np.sqrt(data) if p == 2 else data ** (1.0 / p)
 
-    def backward(g):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (np.where(out > 0, g * out / (p * data), 0).astype(out.dtype, copy=False),)
+    def backward(g):  # (run_backward ignores floating-point errors: g * out / 0 where s = 0)
+        return (np.where(out > 0, g * out / (p * data), 0).astype(out.dtype, copy=False),)
     return _T._unary(s, out, backward, "NormRoot")
+
+
+def _reduces_nothing(x: np.ndarray, axis) -> bool:
+    """Does reducing x over axis (None: all) take the mean of no elements?"""
+    if axis is None:
+        return x.size == 0
+    return any(x.shape[a] == 0 for a in axis)
+
+
+def _others_product(x: np.ndarray) -> np.ndarray:
+    """For each element along the last axis, the product of the others
+    (exclusive cumulative products from both ends: no division, so exact at 0)."""
+    ones = np.ones(x.shape[:-1] + (1,), x.dtype)
+    left = np.concatenate([ones, np.cumprod(x[..., :-1], axis=-1)], axis=-1)
+    right = np.concatenate([ones, np.cumprod(x[..., :0:-1], axis=-1)], axis=-1)[..., ::-1]
+    return left * right

@@ -1,0 +1,172 @@
+"""More of torch's maths, against torch 2.13 (live, or its recorded values
+in tests/golden without torch): the elementwise functions (reciprocal, log2,
+..., atan2, fmod), prod, maximum / minimum, the activations leaky_relu, elu,
+softplus, logsigmoid and the l1, smooth-l1, Huber and binary cross-entropy
+losses.  Values and gradients, on ordinary inputs and at the edges (a zero
+factor, equal operands, logits at 0 and far out, probabilities at 0 and 1),
+and torch's exception classes for misuse.  Finite differences of every one
+are in test_grad_coverage.py."""
+import warnings
+
+import numpy as np
+import pytest
+
+import ctransformer as ct
+from tolerances import F32
+
+_rng = np.random.default_rng(7)
+X = _rng.standard_normal((3, 5)).astype(np.float32)
+Y = _rng.standard_normal((3, 5)).astype(np.float32)
+P = (1 / (1 + np.exp(-X))).astype(np.float32)          # probabilities
+T = (_rng.random((3, 5)) > 0.5).astype(np.float32)     # 0 / 1 targets
+POS = (np.abs(X) + 0.5).astype(np.float32)
+UNIT = (0.9 * np.tanh(X)).astype(np.float32)
+INPUTS = dict(x=X, y=Y, p=P, t=T, pos=POS, unit=UNIT)
+
+
+def _leaf(lib, a):
+    return lib.tensor(a, requires_grad=True)
+
+
+def _value_and_grads(lib, fn, *arrays):
+    """fn(*leaves) -> (value, gradients of sum(value * 1.5) w.r.t. the leaves)."""
+    leaves = [_leaf(lib, a) for a in arrays]
+    out = fn(lib, *leaves)
+    (out * 1.5).sum().backward()
+    # (zeros_like + grad: torch hands trunc's zero gradient back as a ZeroTensor, which has no NumPy form)
+    return {"out": out.detach(), **{f"d{i}": lib.zeros_like(t) + t.grad for i, t in enumerate(leaves)}}
+
+
+UNARY = ["reciprocal", "log2", "log10", "exp2", "expm1", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+         "acosh", "atanh", "trunc", "frac", "sgn"]
+DOMAIN = {"reciprocal": "pos", "log2": "pos", "log10": "pos", "asin": "unit", "acos": "unit", "atanh": "unit",
+          "acosh": "pos_plus_one", "tan": "unit"}
+
+
+def _unary_case(name):
+    def case(lib):
+        arr = INPUTS.get(DOMAIN.get(name, "x"), POS + 1)
+        return _value_and_grads(lib, lambda lib, a: getattr(lib, name)(a) + getattr(a, name)(), arr)
+    return case
+
+
+CASES = {f"unary_{name}": _unary_case(name) for name in UNARY}
+CASES.update({
+    "atan2": lambda lib: _value_and_grads(lib, lambda lib, a, b: lib.atan2(a, b), X, Y),
+    "fmod": lambda lib: _value_and_grads(lib, lambda lib, a, b: lib.fmod(a * 3, b), X, POS),
+    "fmod_scalar": lambda lib: _value_and_grads(lib, lambda lib, a: a.fmod(-1.3), X * 3),
+    "prod_dim": lambda lib: _value_and_grads(lib, lambda lib, a: lib.prod(a, 1), X),
+    "prod_all": lambda lib: _value_and_grads(lib, lambda lib, a: a.prod().reshape(1), X[:2]),
+    "prod_zero": lambda lib: _value_and_grads(
+        lib, lambda lib, a: (a * lib.tensor([[0.0, 1, 1], [0, 0, 1]])).prod(1, keepdim=True), X[:2, :3]),
+    "maximum_ties": lambda lib: _value_and_grads(lib, lambda lib, a, b: lib.maximum(a, b) + a.minimum(b),
+                                                 np.array([1.0, 2.0, 3.0], np.float32),
+                                                 np.array([1.0, 1.0, 4.0], np.float32)),
+    "leaky_relu": lambda lib: _value_and_grads(
+        lib, lambda lib, a: lib.nn.functional.leaky_relu(a, 0.2) + lib.nn.LeakyReLU()(a),
+        np.array([-2.0, 0.0, 3.0], np.float32)),
+    "elu": lambda lib: _value_and_grads(lib, lambda lib, a: lib.nn.functional.elu(a) + lib.nn.ELU(0.5)(a),
+                                        np.array([-100.0, -1.0, 0.0, 2.0, 1000.0], np.float32)),
+    "softplus": lambda lib: _value_and_grads(
+        lib, lambda lib, a: lib.nn.functional.softplus(a) + lib.nn.Softplus(2.0, 5.0)(a),
+        np.array([-100.0, -1.0, 0.0, 2.49, 2.51, 30.0, 1000.0], np.float32)),
+    "logsigmoid": lambda lib: _value_and_grads(lib, lambda lib, a: lib.nn.functional.logsigmoid(a),
+                                               np.array([-1000.0, -3.0, 0.0, 3.0, 1000.0], np.float32)),
+    "l1": lambda lib: _value_and_grads(lib, lambda lib, a, b: lib.nn.functional.l1_loss(a, b).reshape(1), X, Y),
+    "l1_module_sum": lambda lib: _value_and_grads(lib, lambda lib, a: lib.nn.L1Loss(reduction="sum")(
+        a, lib.tensor(Y)).reshape(1), X),
+    "smooth_l1": lambda lib: _value_and_grads(
+        lib, lambda lib, a, b: lib.nn.functional.smooth_l1_loss(a, b, reduction="none", beta=0.5), X, Y),
+    "smooth_l1_beta0": lambda lib: _value_and_grads(
+        lib, lambda lib, a, b: lib.nn.SmoothL1Loss(beta=0.0)(a, b).reshape(1), X, Y),
+    "huber": lambda lib: _value_and_grads(
+        lib, lambda lib, a, b: lib.nn.HuberLoss(reduction="none", delta=0.7)(a, b), X, Y),
+    "bce": lambda lib: _value_and_grads(lib, lambda lib, p, t: lib.nn.functional.binary_cross_entropy(p, t)
+                                        .reshape(1), P, T),
+    "bce_soft_target_weight": lambda lib: _value_and_grads(
+        lib, lambda lib, p, t: lib.nn.BCELoss(weight=lib.tensor(np.abs(Y)), reduction="none")(p, t), P,
+        P[::-1].copy()),
+    "bce_at_0_and_1": lambda lib: _value_and_grads(
+        lib, lambda lib, p: lib.nn.functional.binary_cross_entropy(p, lib.tensor([1.0, 0.0, 0.0, 1.0]),
+                                                                     reduction="none"),
+        np.array([0.0, 0.0, 1.0, 1.0], np.float32)),
+    "bce_logits": lambda lib: _value_and_grads(
+        lib, lambda lib, x, t: lib.nn.functional.binary_cross_entropy_with_logits(x, t).reshape(1), X, T),
+    "bce_logits_weights": lambda lib: _value_and_grads(
+        lib, lambda lib, x, t: lib.nn.functional.binary_cross_entropy_with_logits(
+            x, t, weight=lib.tensor(POS[:, :1]), pos_weight=lib.tensor(POS[0]), reduction="none"), X, P),
+    "bce_logits_edges": lambda lib: _value_and_grads(
+        lib, lambda lib, x: lib.nn.BCEWithLogitsLoss(reduction="none")(x, lib.tensor([1.0, 0.0, 1.0, 0.0, 0.5])),
+        np.array([0.0, 0.0, -200.0, 200.0, 1000.0], np.float32)),
+})
+
+
+def _run(lib) -> dict:
+    lib.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as torch: no warning from any of these
+        return {name: case(lib) for name, case in CASES.items()}
+
+
+def test_more_maths_as_torch(torch_ref):
+    theirs = torch_ref(_run, inputs=INPUTS)
+    ours = _run(ct)
+    for name in CASES:
+        for key, ref in theirs[name].items():
+            got = ours[name][key].numpy()
+            assert got.dtype == ref.dtype, (name, key)
+            np.testing.assert_array_equal(np.isfinite(got), np.isfinite(ref), err_msg=f"{name} {key}")
+            np.testing.assert_allclose(got, ref, equal_nan=True, err_msg=f"{name} {key}", **F32)
+
+
+def test_integer_input_computes_in_float_as_torch(torch_ref):
+    def side(lib):
+        return {name: getattr(lib, name)(lib.tensor([1, 2, 4])) for name in ("reciprocal", "log2", "exp2", "atan")}
+    theirs = torch_ref(side)
+    for name, ref in theirs.items():
+        got = getattr(ct, name)(ct.tensor([1, 2, 4])).numpy()
+        assert got.dtype == ref.dtype == np.float32
+        np.testing.assert_allclose(got, ref, **F32)
+    assert ct.tensor([2, 3]).prod().dtype == ct.int64  # integers multiply in int64
+
+
+MISUSE = {
+    "bce_out_of_range": lambda lib: lib.nn.functional.binary_cross_entropy(lib.tensor([1.5]), lib.tensor([1.0])),
+    "bce_shape": lambda lib: lib.nn.BCELoss()(lib.tensor([0.5, 0.5]), lib.tensor([[1.0, 0.0]])),
+    "bce_logits_shape": lambda lib: lib.nn.BCEWithLogitsLoss()(lib.zeros(2, 3), lib.zeros(3)),
+    "smooth_l1_negative_beta": lambda lib: lib.nn.functional.smooth_l1_loss(lib.zeros(2), lib.ones(2), beta=-1.0),
+    "huber_zero_delta": lambda lib: lib.nn.functional.huber_loss(lib.zeros(2), lib.ones(2), delta=0.0),
+    "l1_no_broadcast": lambda lib: lib.nn.functional.l1_loss(lib.zeros(2, 3), lib.zeros(4)),
+    "fmod_int_zero": lambda lib: lib.fmod(lib.tensor([3]), 0),
+    "bce_weight_requires_grad": lambda lib: lib.nn.functional.binary_cross_entropy(
+        lib.tensor([0.5]), lib.tensor([1.0]), weight=lib.ones(1, requires_grad=True)),
+    "bce_logits_pos_weight_requires_grad": lambda lib: lib.nn.functional.binary_cross_entropy_with_logits(
+        lib.tensor([0.5]), lib.tensor([1.0]), pos_weight=lib.ones(1, requires_grad=True)),
+}
+
+
+def _classes(lib) -> dict:
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, case in MISUSE.items():
+            try:
+                case(lib)
+                out[name] = ""
+            except Exception as e:  # noqa: BLE001
+                out[name] = type(e).__name__
+    return out
+
+
+def test_more_misuse_raises_torchs_exception_classes(torch_ref):
+    theirs = torch_ref(lambda torch: {k: np.array(v) for k, v in _classes(torch).items()})
+    ours = _classes(ct)
+    assert ours == {name: str(theirs[name]) for name in MISUSE}
+    assert all(ours.values())
+
+
+@pytest.mark.parametrize("name", ["leaky_relu", "elu"])
+def test_inplace_activations_write_into_their_input(name):
+    x = ct.tensor([-1.0, 2.0])
+    out = getattr(ct.nn.functional, name)(x, inplace=True)
+    assert out is x and x[0].item() < 0 and x[1].item() == 2.0
