@@ -58,6 +58,7 @@ import builtins as _builtins
 from .tensor import *  # noqa: F401,F403  (dtypes, Tensor, factories, ops)
 from ._functions import *  # noqa: F401,F403  (torch.exp, torch.sum, ...)
 from .tensor import Size, Tensor, device, float32, get_default_dtype, set_default_dtype
+from .tensor._dtypes import _CPU_ONLY, _require_cpu  # noqa: E402
 from .tensor import bool_ as bool  # noqa: A001  (torch.bool)
 from .tensor import int_ as int  # noqa: A001  (torch.int)
 from .tensor import float_ as float  # noqa: A001  (torch.float)
@@ -88,6 +89,12 @@ def set_flush_denormal(mode: bool) -> bool:
     return False
 
 
+_NEEDS_CUDA = frozenset("""synchronize current_device set_device get_device_name get_device_properties
+get_device_capability init ipc_collect mem_get_info get_rng_state set_rng_state get_rng_state_all
+set_rng_state_all initial_seed reset_peak_memory_stats memory_stats memory_summary current_stream
+default_stream stream""".split())
+
+
 class _Cuda:
     """ctransformer runs on the CPU; ``cuda.is_available()`` is False."""
 
@@ -108,6 +115,37 @@ class _Cuda:
     @staticmethod
     def is_bf16_supported(including_emulation: bool = True) -> bool:
         return False
+
+    @staticmethod
+    def seed() -> None:
+        return None
+
+    @staticmethod
+    def is_initialized() -> bool:
+        return False
+
+    @staticmethod
+    def empty_cache() -> None:
+        """Nothing is cached (torch's CPU build: a no-op too)."""
+        return None
+
+    @staticmethod
+    def memory_allocated(device=None) -> int:  # noqa: F811  (torch's parameter name)
+        return 0
+
+    memory_reserved = max_memory_allocated = max_memory_reserved = memory_allocated
+
+    def __getattr__(self, name: str):
+        """The calls that need a GPU raise as torch's CPU build raises them:
+        AssertionError('Torch not compiled with CUDA enabled') on the call."""
+        if name not in _NEEDS_CUDA:
+            raise AttributeError(f"ctransformer.cuda has no attribute {name!r} ({_CPU_ONLY})")
+
+        def needs_cuda(*args, **kwargs):
+            _require_cpu("cuda")
+
+        needs_cuda.__name__ = name
+        return needs_cuda
 
     @property
     def amp(self):

@@ -28,11 +28,12 @@ class Generator:
         """``Generator(device="cpu")`` as torch (a CUDA device is an error);
         ``seed`` (ctransformer's) defaults to 0."""
         from .tensor import device as _device
+        from .tensor._dtypes import _require_cpu
 
         if isinstance(seed, (str, _device)):  # torch.Generator("cpu")
             seed, device = 0, seed
         if device is not None:
-            _device(device)
+            _require_cpu(device)
         self.device = _device("cpu")
         self.manual_seed(seed)
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _C
-from .tensor import device
+from .tensor import _dtypes, device
 
 __all__ = ["compile", "set_default_device", "get_default_device", "set_printoptions",
            "backends", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
@@ -33,14 +33,18 @@ def compile(model: Optional[Callable] = None, *, fullgraph: bool = False, dynami
 
 
 def set_default_device(dev: Any) -> None:
-    """Only the CPU exists: ``"cpu"`` / ``None`` are accepted, anything else
-    is the error ``device(...)`` raises."""
-    if dev is not None:
-        device(dev)
+    """The device factories use when given none (None: the CPU).  As in a
+    CPU-only build of torch, any device can be set; a factory then refuses a
+    non-CPU one (AssertionError for CUDA)."""
+    _dtypes._default_device[0] = _dtypes._cpu if dev is None else device(dev)
 
 
 def get_default_device() -> device:
-    return device("cpu")
+    """The default device (a CUDA one is refused on reading, as torch's CPU build does)."""
+    current = _dtypes._default_device[0]
+    if current.type == "cuda":
+        _dtypes._require_cpu(current)
+    return current
 
 
 def set_printoptions(precision: Optional[int] = None, threshold: Optional[int] = None,

@@ -341,7 +341,8 @@ NOT_DIFFERENTIABLE = {
                                            "enable_grad no_grad is_grad_enabled "
                                            "is_inference_mode_enabled manual_seed seed initial_seed get_rng_state "
                                            "set_rng_state set_default_dtype get_default_dtype set_num_threads "
-                                           "get_num_threads set_flush_denormal save load cpu cuda",
+                                           "get_num_threads set_flush_denormal save load cpu cuda pin_memory "
+                                           "is_pinned",
     "containers and bases (their members are covered)": "Module ModuleDict ModuleList RNNBase RNNCellBase",
     "typing re-exports of nn.functional": "Optional Sequence apply_op",
     "settings, layout and index queries (no float result)": "compile set_default_device get_default_device "

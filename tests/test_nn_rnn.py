@@ -434,7 +434,7 @@ def test_bad_module_arguments():
         nn.GRU(3, 0)
     with pytest.raises(ValueError, match="Unknown nonlinearity 'sigmoid'. Select from 'tanh' or 'relu'."):
         nn.RNN(3, 4, nonlinearity="sigmoid")
-    with pytest.raises(RuntimeError, match="device"):
+    with pytest.raises(AssertionError, match="CUDA"):
         nn.LSTM(3, 4, device="cuda")
 
 

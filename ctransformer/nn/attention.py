@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 
 from .. import kernels as K
-from ..tensor import Tensor, _as_dtype, empty, get_default_dtype
+from ..tensor import Tensor, _as_dtype, _check_device, empty, get_default_dtype
 from . import init
 from .functional_attention import multi_head_attention
 from .module import Module
@@ -45,6 +45,7 @@ class MultiheadAttention(Module):
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: Optional[int] = None,
                  vdim: Optional[int] = None, batch_first: bool = False, device=None, dtype=None) -> None:
         super().__init__()
+        _check_device(device)  # a non-CPU device is refused as torch's CPU build refuses it
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be greater than 0, got "
                              f"embed_dim={embed_dim} and num_heads={num_heads} instead")

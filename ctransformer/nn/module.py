@@ -15,6 +15,7 @@ import numpy as np
 
 from ..autograd import no_grad
 from ..tensor import Tensor, _as_dtype, device as _device
+from ..tensor._dtypes import _require_cpu
 from .parameter import Parameter
 
 __all__ = ["Module"]
@@ -374,7 +375,7 @@ class Module:
             if isinstance(a, Tensor):
                 dtype = a.dtype
             elif isinstance(a, (str, _device)):
-                _device(a)
+                _require_cpu(a)  # CUDA: AssertionError, as torch's CPU build
             else:
                 dtype = a
         if dtype is None:
@@ -394,7 +395,7 @@ class Module:
         return self
 
     def cuda(self, device=None) -> "Module":
-        _device("cuda")
+        _require_cpu("cuda")
         return self
 
     def type(self, dst_type) -> "Module":

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..autograd import no_grad
 from ..ops.recurrent import NAMES as _NAMES, rnn_cell, rnn_stack
-from ..tensor import Tensor, get_default_dtype
+from ..tensor import Tensor, _check_device, get_default_dtype
 from .module import Module
 from .parameter import Parameter
 from .utils.rnn_pack import PackedSequence
@@ -66,9 +66,7 @@ class RNNBase(Module):
         if proj_size != 0:
             raise NotImplementedError(f"{_NAMES[mode]}: proj_size (LSTM with projections) is not supported by "
                                       f"ctransformer, got proj_size={proj_size}; use proj_size=0")
-        if device is not None:
-            from ..tensor import device as _device
-            _device(device)
+        _check_device(device)
         self.mode = mode
         self.input_size = _check_size("input_size", input_size, 0)
         self.hidden_size = _check_size("hidden_size", hidden_size)
@@ -264,6 +262,7 @@ class RNNCellBase(Module):
     def __init__(self, mode: str, input_size: int, hidden_size: int, bias: bool = True, device=None,
                  dtype=None) -> None:
         super().__init__()
+        _check_device(device)  # a non-CPU device is refused as torch's CPU build refuses it
         self.mode = mode
         self.input_size = _check_size("input_size", input_size, 0)
         self.hidden_size = _check_size("hidden_size", hidden_size)

@@ -21,7 +21,7 @@ from typing import Callable, Optional, Tuple, Union
 import numpy as np
 
 from ..ops.fused import add_layer_norm, dropout_add_layer_norm, feed_forward
-from ..tensor import Tensor, _as_dtype, get_default_dtype
+from ..tensor import Tensor, _as_dtype, _check_device, get_default_dtype
 from . import functional as F
 from . import init
 from .attention import MultiheadAttention, PositionalEncoding  # noqa: F401  (re-exported by nn)
@@ -152,6 +152,7 @@ class TransformerEncoderLayer(_FFMixin, Module):
                  activation: Activation = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
+        _check_device(device)  # a non-CPU device is refused as torch's CPU build refuses it
         dt = _as_dtype(dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                             dtype=dt)
@@ -199,6 +200,7 @@ class TransformerDecoderLayer(_FFMixin, Module):
                  activation: Activation = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
+        _check_device(device)  # a non-CPU device is refused as torch's CPU build refuses it
         dt = _as_dtype(dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first, bias=bias,
                                             dtype=dt)
@@ -325,6 +327,7 @@ class Transformer(Module):
                  custom_decoder: Optional[Module] = None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
+        _check_device(device)  # a non-CPU device is refused as torch's CPU build refuses it
         dt = _as_dtype(dtype)
         if custom_encoder is not None:
             self.encoder = custom_encoder
@@ -376,5 +379,6 @@ class Transformer(Module):
     def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
         """(sz, sz) float mask: 0 on and below the diagonal, -inf above
         (position i may attend to positions <= i)."""
+        _check_device(device)
         dt = _as_dtype(dtype) or get_default_dtype()
         return Tensor._wrap(np.triu(np.full((sz, sz), -np.inf, dtype=dt), 1))

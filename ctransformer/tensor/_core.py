@@ -13,7 +13,7 @@ from .._fp import quiet
 from .. import autograd as _autograd
 from ..autograd import Node, _FREED, _grad_enabled, apply_op, bump_version, run_backward, share_version
 from . import _dtypes
-from ._dtypes import _as_dtype, _cpu, _TYPE_OF, bool_, device, float16, float32, float64, int32, int64, Size, uint8
+from ._dtypes import _as_dtype, _cpu, _require_cpu, _TYPE_OF, bool_, device, float16, float32, float64, int32, int64, Size, uint8
 from ._helpers import _identity_grad, _no_grad_1, _norm_dim, _sum_to, _to_array
 from ._elementwise import ElementwiseMixin
 from ._indexing import IndexingMixin
@@ -410,9 +410,9 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
             if isinstance(a, Tensor):
                 dtype = a.dtype
             elif isinstance(a, (str, device)):
-                device(a)  # validates: raises for CUDA
+                _require_cpu(a)  # CUDA: AssertionError, as torch's CPU build
             elif isinstance(a, int) and not isinstance(a, bool):
-                device(f"cuda:{a}")
+                device(a)  # an accelerator index: RuntimeError, as torch without one
             else:
                 dtype = a
         out = self if dtype is None else self.type(dtype)
@@ -422,8 +422,15 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         return self
 
     def cuda(self, *args, **kwargs) -> "Tensor":
-        device("cuda")
+        _require_cpu("cuda")
         return self
+
+    def pin_memory(self, device=None) -> "Tensor":
+        """As torch without an accelerator: there is no device memory to pin for."""
+        raise RuntimeError("Cannot access accelerator device when none is available.")
+
+    def is_pinned(self, device=None) -> bool:
+        return False
 
     def type(self, dtype=None, non_blocking: bool = False):
         """``type()`` -> 'torch.FloatTensor'-style name; ``type(dtype)`` converts."""

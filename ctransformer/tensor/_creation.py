@@ -160,20 +160,26 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
                     dtype, requires_grad, device)
 
 
+def _like_device(t: Tensor, device):
+    """A *_like factory's device: its tensor's unless one is given (not the default device)."""
+    return t.device if device is None else device
+
+
 def zeros_like(t: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return zeros(t.shape, dtype=dtype or t.dtype, device=_like_device(t, device), requires_grad=requires_grad)
 
 
 def ones_like(t: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return ones(t.shape, dtype=dtype or t.dtype, device=_like_device(t, device), requires_grad=requires_grad)
 
 
 def empty_like(t: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return zeros(t.shape, dtype=dtype or t.dtype, device=_like_device(t, device), requires_grad=requires_grad)
 
 
 def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=_like_device(t, device),
+                requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -298,19 +304,20 @@ def randint(low, high=None, size=None, dtype=None, generator=None, device=None,
 
 
 def randperm(n: int, dtype=None, generator=None, device=None) -> Tensor:
+    _check_device(device)
     return _wrap(_gen(generator).permutation(n).astype(_as_dtype(dtype) or int64))
 
 
 def randn_like(t: Tensor, dtype=None, device=None) -> Tensor:
-    return randn(t.shape, dtype=dtype or t.dtype)
+    return randn(t.shape, dtype=dtype or t.dtype, device=_like_device(t, device))
 
 
 def rand_like(t: Tensor, dtype=None, device=None) -> Tensor:
-    return rand(t.shape, dtype=dtype or t.dtype)
+    return rand(t.shape, dtype=dtype or t.dtype, device=_like_device(t, device))
 
 
-def randint_like(t: Tensor, low, high=None, dtype=None) -> Tensor:
-    return randint(low, high, tuple(t.shape), dtype=dtype or t.dtype)
+def randint_like(t: Tensor, low, high=None, dtype=None, device=None) -> Tensor:
+    return randint(low, high, tuple(t.shape), dtype=dtype or t.dtype, device=_like_device(t, device))
 
 
 def normal(mean: float, std: float, size, generator=None, dtype=None) -> Tensor:

@@ -83,37 +83,80 @@ class Size(tuple):
         return f"ctransformer.Size({list(self)})"
 
 
+# torch's device types (torch.device("gpu") is refused with this list)
+_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia",
+                 "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+_CPU_ONLY = "ctransformer runs on the CPU only (torch.cuda.is_available() is False; use device='cpu')"
+
+
 class device:
-    """Only the CPU exists here; asking for CUDA is a clear error."""
+    """``torch.device``: a device type and optional index, as in a CPU-only
+    build of torch.  Any of torch's device types can be named (scripts build
+    ``device("cuda")`` before they check ``cuda.is_available()``); putting a
+    tensor or a module on anything but the CPU is refused as that build
+    refuses it (see ``_require_cpu``).  Also a context manager: factories
+    called inside use it as their default device."""
 
-    def __init__(self, type: Union[str, "device"] = "cpu", index: Optional[int] = None) -> None:
-        name = type.type if isinstance(type, device) else str(type)
-        base = name.split(":")[0]
-        if base != "cpu":
-            raise RuntimeError(f"device: ctransformer runs on the CPU only, got device {name!r} "
-                               "(ctransformer.cuda.is_available() is False)")
-        self.type = "cpu"
-        self.index = index
+    def __init__(self, type: Union[str, "device", int] = "cpu", index: Optional[int] = None) -> None:
+        if isinstance(type, device):
+            self.type, self.index = type.type, type.index
+            return
+        if isinstance(type, int) and not isinstance(type, bool):  # an accelerator index
+            raise RuntimeError("Cannot access accelerator device when none is available.")
+        name = str(type)
+        kind, sep, number = name.partition(":")
+        if kind not in _DEVICE_TYPES:
+            raise RuntimeError(f"Expected one of {', '.join(_DEVICE_TYPES)} device type at start of device "
+                               f"string: {name}")
+        if sep:
+            if index is not None or not number.isdigit():
+                raise RuntimeError(f"Invalid device string: {name!r}")
+            index = int(number)
+        if index is not None and (not isinstance(index, int) or index < 0):
+            raise RuntimeError(f"Device index must not be negative, got {index}")
+        self.type, self.index = kind, index
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, (device, str)) and str(other).split(":")[0] == "cpu"
+    def __eq__(self, other) -> bool:  # (a string is not a device: torch.device("cpu") == "cpu" is False)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
 
     def __hash__(self) -> int:
-        return hash("cpu")
+        return hash((self.type, self.index))
 
     def __repr__(self) -> str:
-        return "device(type='cpu')"
+        index = "" if self.index is None else f", index={self.index}"
+        return f"device(type={self.type!r}{index})"
 
     def __str__(self) -> str:
-        return "cpu"
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __enter__(self) -> "device":
+        self._previous = _default_device[0]
+        _default_device[0] = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _default_device[0] = self._previous
 
 
 _cpu = device("cpu")
+_default_device = [_cpu]  # torch.set_default_device / `with torch.device(...)`
+
+
+def _require_cpu(d) -> None:
+    """Refuse a non-CPU device as a CPU-only build of torch does: CUDA with
+    AssertionError('Torch not compiled with CUDA enabled'), another type
+    with RuntimeError."""
+    d = d if isinstance(d, device) else device(d)
+    if d.type == "cpu":
+        return
+    if d.type == "cuda":
+        raise AssertionError(f"Torch not compiled with CUDA enabled: {_CPU_ONLY}")
+    raise RuntimeError(f"PyTorch is not linked with support for {d.type} devices: {_CPU_ONLY}")
 
 
 def _check_device(d) -> None:
-    if d is not None and not isinstance(d, device):
-        device(d)
+    """A factory's ``device=`` argument (None: the default device)."""
+    _require_cpu(_default_device[0] if d is None else d)
 
 
 _TYPE_NAMES = {"torch.FloatTensor": float32, "torch.DoubleTensor": float64, "torch.LongTensor": int64,

@@ -5,7 +5,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from ...tensor import Tensor, _as_dtype, get_default_dtype
+from ...tensor import Tensor, _as_dtype, _check_device, get_default_dtype
 from .. import functional_extra as FX
 from ..module import Module
 from ..parameter import Parameter
@@ -49,6 +49,7 @@ class RMSNorm(Module):
     def __init__(self, normalized_shape: Union[int, Sequence[int]], eps: Optional[float] = None,
                  elementwise_affine: bool = True, device=None, dtype=None) -> None:
         super().__init__()
+        _check_device(device)  # a non-CPU device is refused as torch's CPU build refuses it
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape = shape
         self.eps = eps

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...tensor import Tensor, _as_dtype, empty
+from ...tensor import Tensor, _as_dtype, _check_device, empty
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -32,6 +32,7 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
+        _check_device(device)  # a non-CPU device is refused as torch's CPU build refuses it
         self.in_features = in_features
         self.out_features = out_features
         dt = _as_dtype(dtype)

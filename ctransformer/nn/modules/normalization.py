@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence, Union
 
-from ...tensor import Tensor, _as_dtype, empty
+from ...tensor import Tensor, _as_dtype, _check_device, empty
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -21,6 +21,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape: Union[int, Sequence[int]], eps: float = 1e-5,
                  elementwise_affine: bool = True, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
+        _check_device(device)  # a non-CPU device is refused as torch's CPU build refuses it
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(int(s) for s in normalized_shape)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...tensor import Tensor, _as_dtype, empty
+from ...tensor import Tensor, _as_dtype, _check_device, empty
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -23,6 +23,7 @@ class Embedding(Module):
                  sparse: bool = False, _weight: Optional[Tensor] = None, _freeze: bool = False,
                  device=None, dtype=None) -> None:
         super().__init__()
+        _check_device(device)  # a non-CPU device is refused as torch's CPU build refuses it
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         if padding_idx is not None:
