@@ -174,6 +174,10 @@ from .serialization import load, save  # noqa: E402
 # Names real PyTorch scripts use around their models (tensor_ops_extra.py, runtime_extra.py, ...).
 from . import tensor_ops_extra as _tensor_ops_extra, dtype_extra as _dtype_extra  # noqa: E402
 _tensor_ops_extra.attach()
+from . import tensor_ops_more as _tensor_ops_more  # noqa: E402
+_tensor_ops_more.attach()
+from .tensor_ops_more import (broadcast_to, diff, dot, ger, index_add, meshgrid, outer,  # noqa: E402,F401
+                              tensor_split, unique)
 _dtype_extra.attach()
 from .tensor_ops_extra import (einsum, index_fill, logsumexp, nan_to_num, narrow, roll,  # noqa: E402,F401
                                scatter_add, tril_indices, triu_indices)

@@ -95,6 +95,16 @@ OPS = {
     "frac": (lambda x: ct.frac(x * 3), [R(3, 4) + 0.01]),
     "sgn": (lambda x: ct.sgn(x), [R(3, 4)]),
     "fmod": (lambda x, y: ct.fmod(x, y) + x.fmod(1.3), [R(3, 4) * 3, R(4, pos=True)]),
+    "clamp_tensor_bounds": (lambda x, lo, hi: ct.clamp(x, min=lo, max=hi + 1.5) + x.clamp(max=hi), [R(3, 4), R(4), R(3, 1)]),
+    "tensor_split": (lambda x: x.tensor_split(3, 1)[0].sum() + ct.tensor_split(x, [1, 2])[2].sum(), [R(3, 4)]),
+    "outer": (lambda a, b: ct.outer(a, b) + a.outer(b), [R(3), R(4)]),
+    "ger": (lambda a, b: ct.ger(a, b) + a.ger(b), [R(3), R(4)]),
+    "dot": (lambda a, b: ct.dot(a, b) + a.dot(b), [R(4), R(4)]),
+    "broadcast_to": (lambda x: ct.broadcast_to(x, (2, 3, 4)) + x.broadcast_to((3, 4)), [R(3, 1)]),
+    "meshgrid": (lambda a, b: sum(g.sum() for g in ct.meshgrid(a, b, indexing="xy")), [R(3), R(4)]),
+    "diff": (lambda x, p: ct.diff(x, 2, dim=1, prepend=p) + x.diff(dim=0).sum(), [R(3, 4), R(3, 2)]),
+    "index_add": (lambda x, s: ct.index_add(x, 1, ct.tensor([0, 2, 0]), s, alpha=2.0), [R(3, 4), R(3, 3)]),
+    "index_add_": (lambda x, s: x.clone().index_add_(0, ct.tensor([1, 1]), s), [R(3, 4), R(2, 4)]),
     # ---- reductions
     "prod": (lambda x: ct.prod(x, 1) + x.prod() + x.prod(0, keepdim=True).sum(), [R(3, 4)]),
     # a zero among the factors (row 0), two zeros (row 2): the products of the others, exactly
@@ -220,6 +230,8 @@ OPS = {
     "F.embedding": (lambda w: F.embedding(ct.tensor([[0, 2], [2, 1]]), w, padding_idx=3), [R(4, 3)]),
     "F.dropout": (lambda x: _seeded(lambda: F.dropout(x, 0.4)), [R(3, 4)]),
     "F.pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), [R(3, 4)]),
+    "F.pad_modes": (lambda x: F.pad(x, (2, 3), mode="reflect").sum(-1) + F.pad(x, (1, 4, -1, 2), mode="replicate")
+                    .sum((-2, -1)).unsqueeze(-1) + F.pad(x, (2, 1), mode="circular").sum(-1), [R(2, 3, 4)]),
     "F.mse_loss": (lambda x, y: F.mse_loss(x, y) + F.mse_loss(x, y, reduction="sum"), [R(3, 4), R(3, 4)]),
     "F.cross_entropy": (lambda x: F.cross_entropy(x, ct.tensor([1, 0, 3]), ignore_index=0, label_smoothing=0.1),
                         [R(3, 4)]),
@@ -326,7 +338,7 @@ MODULES = _module_cases()
 
 # Public names that are not differentiable ops, with the reason.
 NOT_DIFFERENTIABLE = {
-    "integer / bool results": "all any argmax argmin argsort eq ne lt le gt ge greater greater_equal less less_equal "
+    "integer / bool results": "unique all any argmax argmin argsort eq ne lt le gt ge greater greater_equal less less_equal "
                               "not_equal equal allclose isclose isfinite isinf isnan logical_and logical_or logical_not "
                               "bitwise_and bitwise_or bitwise_xor bitwise_not nonzero numel is_floating_point "
                               "is_contiguous is_tensor dim ndimension nelement element_size size item tolist numpy "

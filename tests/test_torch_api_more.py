@@ -101,6 +101,54 @@ CASES.update({
 })
 
 
+IDX3 = np.array([0, 2, 0])
+CASES.update({  # shape and index helpers, clamp by tensors, F.pad's other modes
+    "clamp_tensors": lambda lib: _value_and_grads(
+        lib, lambda lib, x, lo, hi: lib.clamp(x, min=lo, max=hi), X, Y[0] - 0.3, Y[1:2].T[:3] * 0 + Y[2]),
+    "clamp_crossed_bounds": lambda lib: _value_and_grads(
+        lib, lambda lib, x, lo, hi: x.clamp(lo, hi), np.array([1.0, 2.5, 5.0, 2.0], np.float32),
+        np.array([2.0, 2.0, 2.0, 3.0], np.float32), np.array([3.0, 3.0, 3.0, 1.0], np.float32)),
+    "tensor_split": lambda lib: _value_and_grads(
+        lib, lambda lib, x: lib.cat([p * (i + 1) for i, p in enumerate(x.tensor_split(3, 1))], 1), X),
+    "tensor_split_indices": lambda lib: _value_and_grads(
+        lib, lambda lib, x: lib.cat([p.sum(1, keepdim=True) for p in lib.tensor_split(x, [1, -1, 9], 1)], 1), X),
+    "outer_dot": lambda lib: _value_and_grads(lib, lambda lib, a, b: lib.outer(a, b) * lib.dot(a, b), X[0], Y[0]),
+    "broadcast_to": lambda lib: _value_and_grads(lib, lambda lib, x: lib.broadcast_to(x, (2, 3, 5)) * 2, X),
+    "meshgrid_xy": lambda lib: _value_and_grads(
+        lib, lambda lib, a, b: lib.stack(lib.meshgrid(a, b, indexing="xy")) * lib.tensor(np.arange(30.0).reshape(
+            2, 3, 5).astype(np.float32)), X[0], X[1, :3]),
+    "meshgrid_ij": lambda lib: _value_and_grads(
+        lib, lambda lib, a, b: lib.stack(lib.meshgrid(a, b, indexing="ij"))[0] * 3, X[0, :3], X[1]),
+    "diff": lambda lib: _value_and_grads(
+        lib, lambda lib, x, p: lib.diff(x, 2, dim=1, prepend=p, append=p), X, Y[:, :2]),
+    "index_add": lambda lib: _value_and_grads(
+        lib, lambda lib, x, s: x.index_add(1, lib.tensor(IDX3), s, alpha=2.0), X, Y[:, :3]),
+    "pad_reflect": lambda lib: _value_and_grads(
+        lib, lambda lib, x: lib.nn.functional.pad(x.reshape(1, 3, 5), (2, 4), mode="reflect"), X),
+    "pad_reflect_2d": lambda lib: _value_and_grads(
+        lib, lambda lib, x: lib.nn.functional.pad(x.reshape(1, 1, 3, 5), (1, 2, 2, 1), mode="reflect"), X),
+    "pad_replicate_crop": lambda lib: _value_and_grads(
+        lib, lambda lib, x: lib.nn.functional.pad(x.reshape(1, 3, 5), (-1, 6), mode="replicate"), X),
+    "pad_circular": lambda lib: _value_and_grads(
+        lib, lambda lib, x: lib.nn.functional.pad(x.reshape(3, 5), (5, 3), mode="circular"), X),
+})
+
+
+def test_unique_as_torch(torch_ref):
+    data = np.array([[3, 1, 3], [2, 1, 3]])
+
+    def side(lib):
+        values, inverse, counts = lib.unique(lib.tensor(data), return_inverse=True, return_counts=True)
+        rows = lib.tensor(data).unique(dim=1)
+        return {"values": values, "inverse": inverse, "counts": counts, "rows": rows,
+                "plain": lib.unique(lib.tensor([2.5, -1.0, 2.5]))}
+    theirs = torch_ref(side)
+    ours = side(ct)
+    for key, ref in theirs.items():
+        np.testing.assert_array_equal(ours[key].numpy(), ref, err_msg=key)
+        assert ours[key].dtype == ref.dtype, key
+
+
 def _run(lib) -> dict:
     lib.manual_seed(0)
     with warnings.catch_warnings():
@@ -138,6 +186,17 @@ MISUSE = {
     "huber_zero_delta": lambda lib: lib.nn.functional.huber_loss(lib.zeros(2), lib.ones(2), delta=0.0),
     "l1_no_broadcast": lambda lib: lib.nn.functional.l1_loss(lib.zeros(2, 3), lib.zeros(4)),
     "fmod_int_zero": lambda lib: lib.fmod(lib.tensor([3]), 0),
+    "pad_reflect_too_far": lambda lib: lib.nn.functional.pad(lib.zeros(1, 1, 4), (4, 0), mode="reflect"),
+    "pad_circular_twice": lambda lib: lib.nn.functional.pad(lib.zeros(1, 1, 4), (5, 0), mode="circular"),
+    "pad_reflect_1d": lambda lib: lib.nn.functional.pad(lib.zeros(4), (1, 1), mode="reflect"),
+    "pad_mode_unknown": lambda lib: lib.nn.functional.pad(lib.zeros(1, 1, 4), (1, 1), mode="wrap"),
+    "pad_reflect_value": lambda lib: lib.nn.functional.pad(lib.zeros(1, 1, 4), (1, 1), mode="reflect", value=1.0),
+    "dot_2d": lambda lib: lib.dot(lib.ones(2, 2), lib.ones(2, 2)),
+    "dot_dtypes": lambda lib: lib.dot(lib.ones(2), lib.ones(2, dtype=lib.float64)),
+    "outer_2d": lambda lib: lib.outer(lib.ones(2, 2), lib.ones(2)),
+    "meshgrid_indexing": lambda lib: lib.meshgrid(lib.ones(2), indexing="yx"),
+    "index_add_range": lambda lib: lib.zeros(3).index_add(0, lib.tensor([3]), lib.ones(1)),
+    "tensor_split_zero": lambda lib: lib.ones(3).tensor_split(0),
     "bce_weight_requires_grad": lambda lib: lib.nn.functional.binary_cross_entropy(
         lib.tensor([0.5]), lib.tensor([1.0]), weight=lib.ones(1, requires_grad=True)),
     "bce_logits_pos_weight_requires_grad": lambda lib: lib.nn.functional.binary_cross_entropy_with_logits(

@@ -321,12 +321,18 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
 
 
 # ------------------------------------------------------------------ shape helpers
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Optional[float] = None) -> Tensor:
-    """Constant padding: ``pad = (last_left, last_right, prev_left, prev_right, ...)``;
-    negative amounts crop, as torch."""
+    """Padding ``pad = (last_left, last_right, prev_left, prev_right, ...)`` with
+    ``value`` (mode "constant"), the mirror image without the edge ("reflect"),
+    the edge ("replicate") or the other end ("circular"); negative amounts crop,
+    as torch.  The other modes pad the last 1-3 dims of a tensor with one or two
+    more (batch, channels), as torch."""
     _tensor(input, "pad")
-    if mode != "constant":
-        raise NotImplementedError(f"pad: only mode='constant' is supported, got {mode!r}")
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
     pad = [int(p) for p in pad]
     x = input._data
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
@@ -335,6 +341,10 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Option
     widths = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
         widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    if mode != "constant":
+        _check_pad_mode(x, pad, widths, mode, value)
+        from ..tensor_ops_more import pad_by_index
+        return pad_by_index(input, widths, mode)
     grow = [(max(a, 0), max(b, 0)) for a, b in widths]
     crop = tuple(slice(max(-a, 0), (s + max(a, 0) + max(b, 0)) - max(-b, 0))
                  for (a, b), s in zip(widths, x.shape))
@@ -350,6 +360,27 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Option
         return (np.ascontiguousarray(full[inner]),)
 
     return apply_op(np.ascontiguousarray(out), (input,), backward, "ConstantPad")
+
+
+def _check_pad_mode(x: np.ndarray, pad: list, widths: list, mode: str, value) -> None:
+    """torch's limits on the non-constant modes, with its exception classes."""
+    if value is not None:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    dims = len(pad) // 2
+    if not 1 <= dims <= 3 or x.ndim not in (dims + 1, dims + 2):
+        raise NotImplementedError(f"Padding size {len(pad)} is not supported for {x.ndim}D input tensor: "
+                                  f"mode {mode!r} pads the last 1-3 dims of a tensor with one or two more "
+                                  "(batch, channels)")
+    for d, (before, after) in enumerate(widths):
+        if (before, after) == (0, 0):
+            continue
+        if mode == "reflect" and (before >= x.shape[d] or after >= x.shape[d]):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
+                               f"but got: padding ({before}, {after}) at dimension {d} of input {list(x.shape)}")
+        if mode == "circular" and (before > x.shape[d] or after > x.shape[d]):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        if x.shape[d] == 0:
+            raise RuntimeError(f"pad: mode {mode!r} cannot pad dimension {d} of size 0")
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

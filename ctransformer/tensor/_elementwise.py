@@ -104,8 +104,9 @@ class ElementwiseMixin:
     def clamp(self, min=None, max=None):
         if min is None and max is None:
             raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
-        lo = min.item() if isinstance(min, _T.Tensor) else min
-        hi = max.item() if isinstance(max, _T.Tensor) else max
+        if isinstance(min, _T.Tensor) or isinstance(max, _T.Tensor):
+            return _clamp_by_tensors(self, min, max)
+        lo, hi = min, max
         x = self._data
         out = np.clip(x, lo, hi)
         # torch passes the gradient where lo <= x <= hi (boundaries included)
@@ -244,3 +245,27 @@ ElementwiseMixin.atan2 = ElementwiseMixin.arctan2 = _atan2
 ElementwiseMixin.sgn = ElementwiseMixin.sign  # (real tensors: the same)
 ElementwiseMixin.maximum = lambda self, other: _T.maximum(self, other)
 ElementwiseMixin.minimum = lambda self, other: _T.minimum(self, other)
+
+
+@quietly
+def _clamp_by_tensors(x_t, lo_t, hi_t):
+    """clamp with Tensor bounds (broadcasting, elementwise): min(max(x, lo), hi).
+    Gradients as torch's: to x where lo <= x <= hi, to lo where x < lo, to hi where
+    x > hi (and where the bounds cross, hi < lo, to hi)."""
+    as_t = (lambda b: b if b is None or isinstance(b, _T.Tensor) else _T.tensor(b, dtype=x_t.dtype))
+    lo_t, hi_t = as_t(lo_t), as_t(hi_t)
+    x = x_t._data
+    lo = None if lo_t is None else lo_t._data.astype(x.dtype, copy=False)
+    hi = None if hi_t is None else hi_t._data.astype(x.dtype, copy=False)
+    raised = x if lo is None else np.maximum(x, lo)
+    out = np.asarray(raised if hi is None else np.minimum(raised, hi))
+    to_hi = np.zeros(out.shape, bool) if hi is None else np.broadcast_to(raised > hi, out.shape)
+    to_lo = np.zeros(out.shape, bool) if lo is None else np.broadcast_to(x < lo, out.shape) & ~to_hi
+    to_x = ~(to_lo | to_hi)
+
+    def backward(g):
+        return (_sum_to(np.where(to_x, g, 0), x.shape),
+                None if lo is None else _sum_to(np.where(to_lo, g, 0), lo.shape),
+                None if hi is None else _sum_to(np.where(to_hi, g, 0), hi.shape))
+
+    return apply_op(out, (x_t, lo_t, hi_t), backward, "Clamp")
