@@ -89,8 +89,8 @@ def test_messages_carry_reason_and_nearest_path():
     with pytest.raises(AttributeError, match=r"torch\.nn\.Conv1d is not supported.*convolutions.*use "
                                              r"ctransformer\.nn\.Linear"):
         ct.nn.Conv1d
-    with pytest.raises(AttributeError, match=r"nearest supported: ctransformer\.utils\.data\.RandomSampler"):
-        ct.utils.data.WeightedRandomSampler
+    with pytest.raises(AttributeError, match=r"nearest supported: ctransformer\.optim\.lr_scheduler\.OneCycleLR"):
+        ct.optim.lr_scheduler.CyclicLR
     with pytest.raises(AttributeError, match=r"in-place variant.*out-of-place"):
         ct.zeros(2).abs_
     with pytest.raises(AttributeError, match=r"did you mean ctransformer\.tensor\?"):

@@ -162,5 +162,6 @@ class NoamLR(LRScheduler):
         lr = self.rate(self.last_epoch + 1)
         return [lr for _ in self.optimizer.param_groups]
 
-from .lr_scheduler_extra import CosineAnnealingLR, LinearLR, OneCycleLR, SequentialLR  # noqa: E402,F401
-__all__ += ["CosineAnnealingLR", "LinearLR", "OneCycleLR", "SequentialLR"]
+from .lr_scheduler_extra import (CosineAnnealingLR, LinearLR, MultiStepLR, OneCycleLR,  # noqa: E402,F401
+                                 ReduceLROnPlateau, SequentialLR)
+__all__ += ["CosineAnnealingLR", "LinearLR", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau", "MultiStepLR"]

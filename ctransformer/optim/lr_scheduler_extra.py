@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from .lr_scheduler import LRScheduler
 from .optimizer import Optimizer
 
-__all__ = ["CosineAnnealingLR", "LinearLR", "OneCycleLR", "SequentialLR"]
+__all__ = ["CosineAnnealingLR", "LinearLR", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau", "MultiStepLR"]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -194,3 +194,95 @@ class SequentialLR(LRScheduler):
         self.__dict__.update(state)
         for s, sd in zip(self._schedulers, inner):
             s.load_state_dict(sd)
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply each group's lr by ``factor`` once the metric passed to
+    ``step(metric)`` has not improved for more than ``patience`` epochs
+    (torch's rule: "improved" is better than the best by ``threshold``,
+    relative or absolute; then ``cooldown`` epochs without counting; never
+    below ``min_lr``, and no change smaller than ``eps``)."""
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0,
+                 min_lr: Union[float, Sequence[float]] = 0, eps: float = 1e-8) -> None:
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode {mode} is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"threshold mode {threshold_mode} is unknown!")
+        groups = optimizer.param_groups
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != len(groups):
+                raise ValueError(f"expected {len(groups)} min_lrs, got {len(min_lr)}")
+            self.min_lrs = [float(v) for v in min_lr]
+        else:
+            self.min_lrs = [float(min_lr)] * len(groups)
+        self.optimizer = optimizer
+        self.mode, self.factor, self.patience = mode, factor, patience
+        self.threshold, self.threshold_mode = threshold, threshold_mode
+        self.cooldown, self.eps = cooldown, eps
+        self.cooldown_counter = 0
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.best = self.mode_worse
+        self.num_bad_epochs = 0
+        self.last_epoch = 0
+        self._last_lr = [group["lr"] for group in groups]
+
+    def is_better(self, current: float, best: float) -> bool:
+        if self.mode == "min":
+            bar = best * (1 - self.threshold) if self.threshold_mode == "rel" else best - self.threshold
+            return current < bar
+        bar = best * (1 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold
+        return current > bar
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def step(self, metrics, epoch: Optional[int] = None) -> None:  # type: ignore[override]
+        """One epoch's metric (a number or a one-element tensor)."""
+        current = float(metrics)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
+        if self.is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            self._reduce_lr()
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def _reduce_lr(self) -> None:
+        for group, floor in zip(self.optimizer.param_groups, self.min_lrs):
+            old = float(group["lr"])
+            new = max(old * self.factor, floor)
+            if old - new > self.eps:
+                group["lr"] = new
+
+
+class MultiStepLR(LRScheduler):
+    """Multiply the lr by ``gamma`` at each epoch listed in ``milestones``
+    (a milestone listed twice multiplies twice, as torch)."""
+
+    def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1,
+                 last_epoch: int = -1) -> None:
+        self.milestones = sorted(int(m) for m in milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> List[float]:
+        hits = self.milestones.count(self.last_epoch)
+        return [group["lr"] * self.gamma ** hits for group in self.optimizer.param_groups]
+
+    def _closed_form_lr(self) -> List[float]:
+        passed = bisect_right(self.milestones, self.last_epoch)
+        return [base_lr * self.gamma ** passed for base_lr in self.base_lrs]

@@ -334,7 +334,16 @@ def multinomial(probs: Tensor, num_samples: int, replacement: bool = False, gene
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if np.any(rows.sum(axis=1) <= 0):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    if not replacement and num_samples > rows.shape[1]:
+        raise RuntimeError(f"multinomial: cannot sample n_sample ({num_samples}) > prob_dist.size(-1) "
+                           f"({rows.shape[1]}) samples without replacement")
     for i, r in enumerate(rows):
         r = r / r.sum()
-        out[i] = g.numpy.choice(len(r), size=num_samples, replace=replacement, p=r)
+        live = int((r > 0).sum())
+        if replacement or live >= num_samples:
+            out[i] = g.numpy.choice(len(r), size=num_samples, replace=replacement, p=r)
+        else:  # as torch: every category that can be drawn, in a drawn order, then zero-probability ones
+            drawn = g.numpy.choice(len(r), size=live, replace=False, p=r)
+            rest = g.numpy.permutation(np.flatnonzero(r == 0))[:num_samples - live]
+            out[i] = np.concatenate([drawn, rest])
     return _wrap(out.reshape(p.shape[:-1] + (num_samples,)))

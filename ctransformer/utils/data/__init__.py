@@ -3,8 +3,9 @@
 from, and every name at the package level."""
 from . import dataloader, dataset, distributed, sampler
 from ._impl import (BatchSampler, ConcatDataset, DataLoader, Dataset, IterableDataset, RandomSampler, Sampler,
-                    SequentialSampler, Subset, TensorDataset, default_collate, default_convert, random_split)
+                    SequentialSampler, Subset, SubsetRandomSampler, TensorDataset, WeightedRandomSampler, default_collate,
+                    default_convert, random_split)
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split", "Sampler",
-           "SequentialSampler", "RandomSampler", "BatchSampler", "DataLoader", "default_collate",
+           "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler", "DataLoader", "default_collate",
            "default_convert", "dataset", "sampler", "dataloader", "distributed"]

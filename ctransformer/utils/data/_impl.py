@@ -15,9 +15,10 @@ from typing import Any, Callable, Generic, Iterable, Iterator, List, Optional, S
 import numpy as np
 
 from ...random import Generator, default_generator
-from ...tensor import Tensor, int64, stack
+from ...tensor import Tensor, int64, multinomial, stack, tensor
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split", "Sampler",
+__all__ = ["SubsetRandomSampler", "WeightedRandomSampler", "Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
+           "random_split", "Sampler",
            "SequentialSampler", "RandomSampler", "BatchSampler", "DataLoader", "default_collate"]
 
 T_co = TypeVar("T_co", covariant=True)
@@ -172,6 +173,50 @@ class RandomSampler(Sampler):
             left -= len(perm)
             if n == 0:
                 return
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices in a fresh random order each epoch."""
+
+    def __init__(self, indices: Sequence[int], generator: Optional[Generator] = None) -> None:
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        gen = self.generator or default_generator
+        for i in gen.permutation(len(self.indices)).tolist():
+            yield self.indices[i]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probability proportional to
+    ``weights`` (torch.multinomial's draw, so torch's checks: weights finite
+    and >= 0 with a positive sum; without replacement, at most len(weights)
+    samples)."""
+
+    def __init__(self, weights: Sequence[float], num_samples: int, replacement: bool = True,
+                 generator: Optional[Generator] = None) -> None:
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
+        w = np.asarray(weights.numpy() if hasattr(weights, "numpy") else weights, dtype=np.float64)
+        if w.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(w.shape)}")
+        self.weights = tensor(w)
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        yield from multinomial(self.weights, self.num_samples, self.replacement,
+                               generator=self.generator).tolist()
 
     def __len__(self) -> int:
         return self.num_samples

@@ -1,4 +1,5 @@
 """torch.utils.data.sampler's path: the samplers (drawing indices lazily)."""
-from ._impl import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from ._impl import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
+                    WeightedRandomSampler)
 
-__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "BatchSampler"]
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler"]
