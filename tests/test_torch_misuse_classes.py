@@ -3,11 +3,10 @@
 shape or dtype, losses given bad targets, optimizers and loaders given bad
 settings, tensor factories and indexing out of range.  Compared with torch
 2.13 live, or with its recorded classes (tests/golden) without torch."""
-import warnings
 
-import numpy as np
 
 import ctransformer as ct
+from misuse import assert_torchs_classes
 
 CASES = {  # name: case(lib) -> raises
     "lstm_input_width": lambda lib: lib.nn.LSTM(3, 4)(lib.ones(5, 1, 2)),
@@ -91,23 +90,5 @@ CASES = {  # name: case(lib) -> raises
 }
 
 
-def _classes(lib) -> dict:
-    """The exception class each case raises ('' when it raises none)."""
-    lib.manual_seed(0)
-    out = {}
-    with warnings.catch_warnings():  # torch's notes (an LSTM's dropout, a loss's broadcast)
-        warnings.simplefilter("ignore")
-        for name, case in CASES.items():
-            try:
-                case(lib)
-                out[name] = ""
-            except Exception as e:  # noqa: BLE001
-                out[name] = type(e).__name__
-    return out
-
-
 def test_misuse_raises_torchs_exception_classes(torch_ref):
-    theirs = torch_ref(lambda torch: {k: np.array(v) for k, v in _classes(torch).items()})
-    ours = _classes(ct)
-    assert ours == {name: str(theirs[name]) for name in CASES}
-    assert all(ours.values())  # every case is refused
+    assert_torchs_classes(torch_ref, CASES, ct)

@@ -27,6 +27,27 @@ def _refuse_integer_zero_division(dividend, divisor) -> None:
         raise RuntimeError("ZeroDivisionError")
 
 
+def _remainder(x, other, remainder_fn, round_fn, name: str):
+    """x - round(x / other) * other by ``remainder_fn`` (np.mod or np.fmod);
+    d/dx = 1, d/dother = -round(x / other) (``round_fn``: floor or trunc)."""
+    ot = other if isinstance(other, _T.Tensor) else None
+    a = x._data
+    o = ot._data if ot is not None else other
+    _refuse_integer_zero_division(a, o)
+    out = np.asarray(remainder_fn(a, o))
+    if out.dtype.kind != "f":
+        return _T._wrap(out)
+    sa, so = a.shape, np.shape(o)
+
+    def backward(g):
+        go = None
+        if ot is not None and ot.requires_grad:
+            go = _sum_to(-g * round_fn(a / o), so)
+        return _sum_to(g, sa), go
+
+    return apply_op(out, (x, ot), backward, name)
+
+
 class OperatorsMixin:
     __slots__ = ()  # Tensor keeps its fixed slots
 
@@ -58,22 +79,7 @@ class OperatorsMixin:
     def __mod__(self, other):
         """Python's (and torch's) remainder: the sign of the divisor.  Gradients
         as torch: d/dself = 1, d/dother = -floor(self / other)."""
-        ot = other if isinstance(other, _T.Tensor) else None
-        a = self._data
-        o = ot._data if ot is not None else other
-        _refuse_integer_zero_division(a, o)
-        out = np.asarray(np.mod(a, o))
-        if out.dtype.kind != "f":
-            return _T._wrap(out)
-        sa, so = a.shape, np.shape(o)
-
-        def backward(g):
-            go = None
-            if ot is not None and ot.requires_grad:
-                go = _sum_to(-g * np.floor(a / o), so)
-            return _sum_to(g, sa), go
-
-        return apply_op(out, (self, ot), backward, "Remainder")
+        return _remainder(self, other, np.mod, np.floor, "Remainder")
 
     remainder = __mod__
 
@@ -81,22 +87,7 @@ class OperatorsMixin:
     def fmod(self, other):
         """C's remainder (math.fmod): the sign of the dividend.  Gradients as
         torch: d/dself = 1, d/dother = -trunc(self / other)."""
-        ot = other if isinstance(other, _T.Tensor) else None
-        a = self._data
-        o = ot._data if ot is not None else other
-        _refuse_integer_zero_division(a, o)
-        out = np.asarray(np.fmod(a, o))
-        if out.dtype.kind != "f":
-            return _T._wrap(out)
-        sa, so = a.shape, np.shape(o)
-
-        def backward(g):
-            go = None
-            if ot is not None and ot.requires_grad:
-                go = _sum_to(-g * np.trunc(a / o), so)
-            return _sum_to(g, sa), go
-
-        return apply_op(out, (self, ot), backward, "Fmod")
+        return _remainder(self, other, np.fmod, np.trunc, "Fmod")
 
     def __neg__(self):
         if self._data.dtype == bool_:
