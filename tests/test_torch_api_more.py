@@ -135,6 +135,34 @@ CASES.update({  # shape and index helpers, clamp by tensors, F.pad's other modes
 })
 
 
+def _embedding_options(lib) -> dict:
+    """max_norm renormalises the looked-up rows in place (norm_type 2 and 1); scale_grad_by_freq
+    divides each id's gradient by its count in the batch."""
+    out = {}
+    weight = (np.arange(15, dtype=np.float32).reshape(5, 3) / 3 - 1).astype(np.float32)
+    ids = [[0, 2, 2], [4, 2, 0]]
+    for name, kw in {"max_norm": dict(max_norm=2.0), "max_norm_l1": dict(max_norm=1.5, norm_type=1.0),
+                     "freq": dict(scale_grad_by_freq=True, padding_idx=4),
+                     "both": dict(max_norm=1.0, scale_grad_by_freq=True)}.items():
+        emb = lib.nn.Embedding(5, 3, **kw)
+        with lib.no_grad():
+            emb.weight.copy_(lib.tensor(weight))
+        y = emb(lib.tensor(ids))
+        (y * lib.tensor(np.arange(18, dtype=np.float32).reshape(2, 3, 3))).sum().backward()
+        out[name] = {"out": y.detach(), "weight": emb.weight.detach().clone(), "grad": emb.weight.grad,
+                     "repr": np.array(repr(emb))}
+    return out
+
+
+def test_embedding_max_norm_and_scale_grad_by_freq_as_torch(torch_ref):
+    theirs = torch_ref(_embedding_options)
+    ours = _embedding_options(ct)
+    for name, parts in theirs.items():
+        assert str(parts["repr"]) == str(ours[name]["repr"]), name
+        for key in ("out", "weight", "grad"):
+            np.testing.assert_allclose(ours[name][key].numpy(), parts[key], err_msg=f"{name} {key}", **F32)
+
+
 def test_unique_as_torch(torch_ref):
     data = np.array([[3, 1, 3], [2, 1, 3]])
 

@@ -148,11 +148,14 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Optional[
 def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, max_norm=None,
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` (V, D) at integer ids ``input`` (...) -> (..., D).
-    The ``padding_idx`` row receives no gradient."""
+    The ``padding_idx`` row receives no gradient.  ``max_norm``: the rows
+    looked up whose ``norm_type``-norm exceeds it are first rescaled in place
+    to that norm (as torch: weight is modified).  ``scale_grad_by_freq``:
+    each id's gradient is divided by its count in ``input``."""
     _tensor(input, "embedding")
     _float_tensor(weight, "embedding", "weight", error=TypeError)
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not supported (use sparse=False)")
     ids = input._data
     if ids.dtype.kind not in "iu":
         raise RuntimeError(f"embedding: input must be an integer (Long) tensor of ids, got {ids.dtype}")
@@ -164,7 +167,29 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
         if not -num <= padding_idx < num:
             raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num}), got {padding_idx}")
         padding_idx = padding_idx % num
-    return _embedding(input, weight, padding_idx)
+    if max_norm is not None:
+        _renorm_rows(weight, ids, float(max_norm), float(norm_type))
+    out = _embedding(input, weight, padding_idx)
+    if scale_grad_by_freq and out.requires_grad:
+        _, inverse, counts = np.unique(ids.reshape(-1), return_inverse=True, return_counts=True)
+        per_id = (1.0 / counts[inverse]).reshape(ids.shape + (1,)).astype(out.dtype)
+        out = apply_op(out._data, (out,), lambda g: (g * per_id,), "EmbeddingScaleGradByFreq")
+    return out
+
+
+def _renorm_rows(weight: Tensor, ids: np.ndarray, max_norm: float, norm_type: float) -> None:
+    """torch's embedding_renorm_: rows ``ids`` of weight with a norm above
+    max_norm scaled by max_norm / (norm + 1e-7), in place (a version bump)."""
+    rows = np.unique(ids.reshape(-1))
+    w = weight._data
+    if rows.size and (rows.min() < 0 or rows.max() >= w.shape[0]):
+        raise IndexError(f"embedding: ids must be in [0, {w.shape[0]}), got {int(rows.min())}..{int(rows.max())}")
+    picked = np.abs(w[rows].astype(np.float64))
+    norms = picked.max(axis=1) if norm_type == float("inf") else (picked ** norm_type).sum(axis=1) ** (1 / norm_type)
+    over = norms > max_norm
+    if over.any():
+        data = weight._writable()
+        data[rows[over]] *= (max_norm / (norms[over] + 1e-7)).astype(data.dtype)[:, None]
 
 
 # ------------------------------------------------------------------ dropout

@@ -35,8 +35,8 @@ class Embedding(Module):
                     raise AssertionError("Padding_idx must be within num_embeddings")
                 padding_idx = num_embeddings + padding_idx
         self.padding_idx = padding_idx
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+        if sparse:
+            raise NotImplementedError("Embedding: sparse gradients are not supported (use sparse=False)")
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
@@ -56,12 +56,19 @@ class Embedding(Module):
             self.weight._data[self.padding_idx] = 0
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq)
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += ", scale_grad_by_freq=True"
         return s
 
     @classmethod
