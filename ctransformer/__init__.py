@@ -176,8 +176,14 @@ from . import tensor_ops_extra as _tensor_ops_extra, dtype_extra as _dtype_extra
 _tensor_ops_extra.attach()
 from . import tensor_ops_more as _tensor_ops_more  # noqa: E402
 _tensor_ops_more.attach()
-from .tensor_ops_more import (broadcast_to, diff, dot, ger, index_add, meshgrid, outer,  # noqa: E402,F401
-                              tensor_split, unique)
+from .tensor_ops_more import (broadcast_to, diag, diagonal, diff, dot, ger, hstack, index_add,  # noqa: E402,F401
+                              index_put, masked_scatter, meshgrid, moveaxis, movedim, outer, take_along_dim,
+                              tensor_split, trace, unique, vstack)
+from . import tensor_ops_stats as _tensor_ops_stats  # noqa: E402
+_tensor_ops_stats.attach()
+from .tensor_ops_stats import (addcdiv, addcmul, addmm, bernoulli, bincount, bucketize, can_cast,  # noqa: E402,F401
+                               cdist, count_nonzero, cumprod, histc, isin, kthvalue, lerp, linalg, logaddexp,
+                               logspace, median, promote_types, result_type, searchsorted, std_mean, var_mean)
 _dtype_extra.attach()
 from .tensor_ops_extra import (einsum, index_fill, logsumexp, nan_to_num, narrow, roll,  # noqa: E402,F401
                                scatter_add, tril_indices, triu_indices)

@@ -10,14 +10,16 @@ exports the functions.
 from __future__ import annotations
 
 import warnings
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .autograd import apply_op
 from .tensor import Tensor, _norm_dim, int64
 
-__all__ = ["unique", "tensor_split", "outer", "ger", "dot", "broadcast_to", "meshgrid", "diff", "index_add"]
+__all__ = ["unique", "tensor_split", "outer", "ger", "dot", "broadcast_to", "meshgrid", "diff", "index_add",
+           "take_along_dim", "masked_scatter", "index_put", "diag", "diagonal", "trace", "movedim", "moveaxis",
+           "vstack", "hstack"]
 
 
 def _as_tensor(x, fn: str, arg: str = "input") -> Tensor:
@@ -176,6 +178,158 @@ def _index_add_(self: Tensor, dim: int, index, source: Tensor, *, alpha=1) -> Te
     return self._become(index_add(self, dim, index, source, alpha=alpha))
 
 
+def take_along_dim(input: Tensor, indices: Tensor, dim: Optional[int] = None) -> Tensor:
+    """input's values at ``indices`` along ``dim`` (both broadcast except along
+    it); dim None: of the flattened input."""
+    x = _as_tensor(input, "take_along_dim")
+    idx = _as_tensor(indices, "take_along_dim", "indices")
+    if dim is None:
+        return x.reshape(-1).gather(0, idx.reshape(-1))
+    d = _norm_dim(dim, x.dim(), "take_along_dim")
+    if x.dim() != idx.dim():
+        raise RuntimeError(f"take_along_dim(): input and indices should have the same number of dimensions, "
+                           f"but got {x.dim()} dimensions for input, and {idx.dim()} dimensions for indices")
+    shape = [max(a, b) for a, b in zip(x.shape, idx.shape)]
+    x_shape, idx_shape = list(shape), list(shape)
+    x_shape[d], idx_shape[d] = x.shape[d], idx.shape[d]
+    return x.expand(*x_shape).gather(d, idx.expand(*idx_shape))
+
+
+def masked_scatter(input: Tensor, mask, source: Tensor) -> Tensor:
+    """input with the positions where ``mask`` (broadcast) is True filled, in
+    order, by the first elements of ``source``.  Gradients: input where mask is
+    False, source's first elements from the filled positions."""
+    x = _as_tensor(input, "masked_scatter")
+    src = _as_tensor(source, "masked_scatter", "source")
+    m = np.broadcast_to(mask._data if isinstance(mask, Tensor) else np.asarray(mask), x.shape)
+    if m.dtype != np.bool_:
+        raise RuntimeError(f"masked_scatter_: expected BoolTensor for mask, got {m.dtype}")
+    count = int(m.sum())
+    if src.numel() < count:
+        raise RuntimeError(f"masked_scatter: expected source to have at least {count} elements, got {src.numel()}")
+    out = x._data.copy()
+    out[m] = src._data.reshape(-1)[:count].astype(out.dtype, copy=False)
+
+    def backward(g):
+        gsrc = np.zeros(src.numel(), g.dtype)
+        gsrc[:count] = g[m]
+        return np.where(m, 0, g).astype(g.dtype), gsrc.reshape(src.shape)
+
+    return apply_op(out, (x, src), backward, "MaskedScatter")
+
+
+def _masked_scatter_(self: Tensor, mask, source: Tensor) -> Tensor:
+    self._check_inplace("masked_scatter_")
+    return self._become(masked_scatter(self, mask, source))
+
+
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """A copy of input with ``input[indices] = values`` (``accumulate``: +=, repeated
+    indices adding up).  Gradients: input except where overwritten; values from
+    the indexed positions."""
+    x = _as_tensor(input, "index_put")
+    key = tuple(i._data if isinstance(i, Tensor) else i for i in indices)
+    v = values if isinstance(values, Tensor) else Tensor._wrap(np.asarray(values, x._data.dtype))
+    out = x._data.copy()
+    vals = v._data.astype(out.dtype, copy=False)
+    if accumulate:
+        np.add.at(out, key, vals)
+    else:
+        out[key] = vals
+    target_shape = np.empty(x.shape)[key].shape
+
+    def backward(g):
+        gx = g.copy()
+        if not accumulate:
+            gx[key] = 0
+        gv = np.broadcast_to(g[key], target_shape)
+        from .tensor import _sum_to
+        return gx, _sum_to(np.ascontiguousarray(gv), v.shape).astype(v._data.dtype, copy=False)
+
+    return apply_op(out, (x, v), backward, "IndexPut")
+
+
+def _index_put_(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    self._check_inplace("index_put_")
+    return self._become(index_put(self, indices, values, accumulate))
+
+
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of the (dim1, dim2) planes, as the last dim; gradient back onto it."""
+    x = _as_tensor(input, "diagonal")
+    d1, d2 = _norm_dim(dim1, x.dim(), "diagonal"), _norm_dim(dim2, x.dim(), "diagonal")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    data = x._data
+    out = np.ascontiguousarray(np.diagonal(data, offset, d1, d2))
+
+    def backward(g):
+        grad = np.zeros_like(data)
+        view = np.diagonal(grad, offset, d1, d2)
+        view.setflags(write=True)
+        view[...] = g
+        return (grad,)
+
+    return apply_op(out, (x,), backward, "Diagonal")
+
+
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """A 1-D input as the ``diagonal``-th diagonal of a square matrix; a 2-D input's diagonal."""
+    x = _as_tensor(input, "diag")
+    if x.dim() == 2:
+        return globals()["diagonal"](x, diagonal)
+    if x.dim() != 1:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.dim()}D")
+    n = x.shape[0] + abs(diagonal)
+    rows = np.arange(x.shape[0]) + max(-diagonal, 0)
+    cols = np.arange(x.shape[0]) + max(diagonal, 0)
+    out = np.zeros((n, n), x._data.dtype)
+    out[rows, cols] = x._data
+    return apply_op(out, (x,), lambda g: (g[rows, cols],), "Diag")
+
+
+def trace(input: Tensor) -> Tensor:
+    x = _as_tensor(input, "trace")
+    if x.dim() != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {x.dim()}")
+    return diagonal(x).sum()
+
+
+def movedim(input: Tensor, source, destination) -> Tensor:
+    """The dims ``source`` moved to ``destination`` (the others keep their order)."""
+    x = _as_tensor(input, "movedim")
+    if isinstance(source, int) != isinstance(destination, int):
+        raise TypeError(f"movedim() received an invalid combination of arguments: source and destination must "
+                        f"both be ints or both be sequences, got {type(source).__name__} and "
+                        f"{type(destination).__name__}")
+    src = [_norm_dim(s, x.dim(), "movedim") for s in np.atleast_1d(source).tolist()]
+    dst = [_norm_dim(s, x.dim(), "movedim") for s in np.atleast_1d(destination).tolist()]
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) should contain the "
+                           f"same number of dims as destination ({dst} dims)")
+    order = [d for d in range(x.dim()) if d not in src]
+    for s, t in sorted(zip(dst, src)):
+        order.insert(s, t)
+    return x.permute(*order)
+
+
+moveaxis = movedim
+
+
+def vstack(tensors) -> Tensor:
+    """Rows stacked: 1-D tensors become rows, then joined along dim 0."""
+    from .tensor import cat
+    return cat([t.unsqueeze(0) if t.dim() < 2 else t for t in (t.reshape(-1) if t.dim() == 0 else t
+                                                               for t in tensors)], 0)
+
+
+def hstack(tensors) -> Tensor:
+    """Joined along dim 1 (dim 0 for 1-D tensors)."""
+    from .tensor import cat
+    items = [t.reshape(-1) if t.dim() == 0 else t for t in tensors]
+    return cat(items, 0 if items[0].dim() == 1 else 1)
+
+
 def pad_index_map(size: int, before: int, after: int, mode: str) -> np.ndarray:
     """For F.pad's non-constant modes: the input position each output position
     reads along one dim (size + before + after of them)."""
@@ -222,4 +376,13 @@ def attach() -> None:
     Tensor.diff = diff
     Tensor.index_add = index_add
     Tensor.index_add_ = _index_add_
+    Tensor.take_along_dim = take_along_dim
+    Tensor.masked_scatter = masked_scatter
+    Tensor.masked_scatter_ = _masked_scatter_
+    Tensor.index_put = index_put
+    Tensor.index_put_ = _index_put_
+    Tensor.diagonal = diagonal
+    Tensor.diag = diag
+    Tensor.trace = trace
+    Tensor.movedim = Tensor.moveaxis = movedim
 

@@ -105,6 +105,31 @@ OPS = {
     "diff": (lambda x, p: ct.diff(x, 2, dim=1, prepend=p) + x.diff(dim=0).sum(), [R(3, 4), R(3, 2)]),
     "index_add": (lambda x, s: ct.index_add(x, 1, ct.tensor([0, 2, 0]), s, alpha=2.0), [R(3, 4), R(3, 3)]),
     "index_add_": (lambda x, s: x.clone().index_add_(0, ct.tensor([1, 1]), s), [R(3, 4), R(2, 4)]),
+    "median": (lambda x: ct.median(x) + x.median(1).values.sum() + x.median(0, keepdim=True)[0].sum(), [R(3, 4)]),
+    "kthvalue": (lambda x: ct.kthvalue(x, 2, 1).values + x.kthvalue(3, 0)[0].sum(), [R(3, 4)]),
+    "cumprod": (lambda x: ct.cumprod(x, 1) + (x * ct.tensor([[1.0, 0, 1, 1]], dtype=ct.float64)).cumprod(1), [R(3, 4)]),
+    "std_mean": (lambda x: sum(t.sum() for t in ct.std_mean(x, 1)), [R(3, 4)]),
+    "var_mean": (lambda x: sum(t.sum() for t in ct.var_mean(x, 0, correction=0)), [R(3, 4)]),
+    "lerp": (lambda a, b, w: ct.lerp(a, b, w) + a.lerp(b, 0.3), [R(3, 4), R(3, 4), R(4)]),
+    "addcmul": (lambda a, b, c: ct.addcmul(a, b, c, value=2.0) + a.addcmul(b, c), [R(3, 4), R(3, 4), R(4)]),
+    "addcdiv": (lambda a, b, c: ct.addcdiv(a, b, c, value=0.5) + a.addcdiv(b, c), [R(3, 4), R(3, 4), R(4, pos=True)]),
+    "addmm": (lambda a, b, c: ct.addmm(a, b, c, beta=0.5, alpha=2.0) + a.addmm(b, c), [R(3, 2), R(3, 4), R(4, 2)]),
+    "logaddexp": (lambda a, b: ct.logaddexp(a, b) + a.logaddexp(b * 2), [R(3, 4), R(3, 4)]),
+    "cdist": (lambda a, b: ct.cdist(a, b) + ct.cdist(a, b, p=1.5), [R(3, 4), R(5, 4)]),
+    "take_along_dim": (lambda x: ct.take_along_dim(x, ct.tensor([[0], [3], [1]]), 1) + x.take_along_dim(
+        ct.tensor([5])).sum(), [R(3, 4)]),
+    "masked_scatter": (lambda x, s: ct.masked_scatter(x, ct.tensor(MASK), s), [R(3, 4), R(8)]),
+    "masked_scatter_": (lambda x, s: x.clone().masked_scatter_(ct.tensor(MASK), s), [R(3, 4), R(3, 4)]),
+    "index_put": (lambda x, v: ct.index_put(x, (ct.tensor([0, 2]), ct.tensor([1, 1])), v, accumulate=True), [R(3, 4), R(2)]),
+    "index_put_": (lambda x, v: x.clone().index_put_((ct.tensor([0, 2]),), v), [R(3, 4), R(4)]),
+    "diagonal": (lambda x: ct.diagonal(x, 1) + x.diagonal(-1, 1, 0)[:1].sum(), [R(3, 4)]),
+    "diag": (lambda x, v: ct.diag(x, 1).sum() + ct.diag(v, -1).sum(1).sum() + x.diag().sum(), [R(3, 4), R(3)]),
+    "trace": (lambda x: ct.trace(x) + x.trace(), [R(3, 4)]),
+    "movedim": (lambda x: ct.movedim(x, 0, -1) * 2 + x.movedim((0, 1), (2, 0)), [R(2, 3, 4)]),
+    "moveaxis": (lambda x: ct.moveaxis(x, 1, 0) + x.moveaxis(-1, 0).transpose(1, 2).transpose(0, 1)[:, :, :1].sum(),
+                 [R(2, 3, 2)]),
+    "vstack": (lambda a, b: ct.vstack([a, b]), [R(4), R(2, 4)]),
+    "hstack": (lambda a, b: ct.hstack([a, b]) + ct.hstack([a[0], b[0]]).sum(), [R(2, 4), R(2, 3)]),
     # ---- reductions
     "prod": (lambda x: ct.prod(x, 1) + x.prod() + x.prod(0, keepdim=True).sum(), [R(3, 4)]),
     # a zero among the factors (row 0), two zeros (row 2): the products of the others, exactly
@@ -369,13 +394,15 @@ MODULES = _module_cases()
 
 # Public names that are not differentiable ops, with the reason.
 NOT_DIFFERENTIABLE = {
-    "integer / bool results": "unique all any argmax argmin argsort eq ne lt le gt ge greater greater_equal less less_equal "
+    "integer / bool results": "unique count_nonzero bincount histc isin bucketize searchsorted promote_types "
+                              "result_type can_cast all any argmax argmin argsort eq ne lt le gt ge greater greater_equal less less_equal "
                               "not_equal equal allclose isclose isfinite isinf isnan logical_and logical_or logical_not "
                               "bitwise_and bitwise_or bitwise_xor bitwise_not nonzero numel is_floating_point "
                               "is_contiguous is_tensor dim ndimension nelement element_size size item tolist numpy "
                               "one_hot multinomial bool byte int long",
     "factories and random draws (no Tensor input)": "arange empty empty_like eye full full_like linspace ones ones_like "
                                                      "zeros zeros_like rand rand_like randint randint_like randn "
+                                                     "logspace bernoulli "
                                                      "randn_like randperm normal tensor as_tensor from_numpy "
                                                      "new_empty new_full new_ones new_tensor new_zeros BoolTensor "
                                                      "ByteTensor DoubleTensor FloatTensor IntTensor LongTensor",

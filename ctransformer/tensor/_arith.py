@@ -269,6 +269,8 @@ def _make_arith(code: int, rev: bool):
             token = fp_enter()  # inf / nan without NumPy's RuntimeWarning, as torch (_fp.py)
             try:
                 out = ufunc(a, b)
+            except ValueError as e:  # integers to negative integer powers: torch's class
+                raise RuntimeError(str(e)) from None
             finally:
                 fp_leave(token)
             t = _tnew(Tensor)
@@ -335,6 +337,8 @@ def _make_arith(code: int, rev: bool):
         token = fp_enter()
         try:
             out = ufunc(other, a) if rev else ufunc(a, other)
+        except ValueError as e:
+            raise RuntimeError(str(e)) from None
         finally:
             fp_leave(token)
         if type(out) is not np.ndarray:

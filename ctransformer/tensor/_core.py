@@ -209,6 +209,8 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         body = np.array2string(x, separator=", ", prefix="tensor(", formatter=formatter, max_line_width=80,
                                threshold=1000, edgeitems=3)
         extras = []
+        if x.size == 0 and x.ndim != 1:  # torch shows an empty tensor's shape (tensor([], size=(0, 3)))
+            extras.append(f"size={tuple(x.shape)}")
         if self._data.dtype not in (_dtypes._default_dtype, int64, bool_):
             extras.append(f"dtype={self._data.dtype}")
         if self._node is not None:

@@ -320,8 +320,29 @@ def randint_like(t: Tensor, low, high=None, dtype=None, device=None) -> Tensor:
     return randint(low, high, tuple(t.shape), dtype=dtype or t.dtype, device=_like_device(t, device))
 
 
-def normal(mean: float, std: float, size, generator=None, dtype=None) -> Tensor:
-    return _wrap(_gen(generator).normal(mean, std, _shape_args((size,))).astype(_as_dtype(dtype) or _dtypes._default_dtype))
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, out=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """Normal draws: numbers ``mean`` and ``std`` with a ``size``, or Tensors of
+    means and / or standard deviations (broadcast; one draw each, their dtype).
+    No gradient flows to mean or std (as torch's)."""
+    _check_device(device)
+    g = _gen(generator)
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        m = mean._data if isinstance(mean, Tensor) else np.asarray(mean)
+        s = std._data if isinstance(std, Tensor) else np.asarray(std)
+        if np.any(s < 0):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+        shape = np.broadcast_shapes(m.shape, s.shape)
+        dt = next(t._data.dtype for t in (mean, std) if isinstance(t, Tensor))
+        t = _wrap((m + s * g.normal(0.0, 1.0, shape)).astype(dt if dt.kind == "f" else _dtypes._default_dtype))
+    else:
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments: numbers mean and std need "
+                            "a size (or pass Tensors)")
+        if std < 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        t = _wrap(g.normal(mean, std, _shape_args((size,))).astype(_as_dtype(dtype) or _dtypes._default_dtype))
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def multinomial(probs: Tensor, num_samples: int, replacement: bool = False, generator=None) -> Tensor:
