@@ -13,7 +13,7 @@ _METHODS = (
     "isinf", "isfinite", "nonzero", "sub", "eq", "ne", "lt", "le", "gt", "ge", "swapaxes", "true_divide",
     "reciprocal", "log2", "log10", "exp2", "expm1", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
     "acosh", "atanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "trunc", "fix", "frac",
-    "atan2", "arctan2", "sgn", "prod", "remainder", "fmod",
+    "atan2", "arctan2", "sgn", "prod", "remainder", "fmod", "erf", "erfc",
 )
 
 

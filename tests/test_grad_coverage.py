@@ -90,6 +90,8 @@ OPS = {
     "asinh": (lambda x: ct.asinh(x), [R(3, 4)]),
     "acosh": (lambda x: x.acosh(), [R(3, 4, pos=True) + 1]),
     "atanh": (lambda x: ct.atanh(x), [0.9 * np.tanh(R(3, 4))]),
+    "erf": (lambda x: ct.erf(x) + x.erf() * 2, [R(3, 4)]),
+    "erfc": (lambda x: ct.erfc(x) + x.erfc() * 2, [R(3, 4)]),
     "atan2": (lambda y, x: ct.atan2(y, x) + y.arctan2(x.abs() + 1), [R(3, 4), R(4)]),
     "trunc": (lambda x: ct.trunc(x * 3) + x.fix(), [R(3, 4)]),
     "frac": (lambda x: ct.frac(x * 3), [R(3, 4) + 0.01]),

@@ -1,6 +1,6 @@
 """More of torch's maths, against torch 2.13 (live, or its recorded values
 in tests/golden without torch): the elementwise functions (reciprocal, log2,
-..., atan2, fmod), prod, maximum / minimum, the activations leaky_relu, elu,
+..., erf, atan2, fmod), prod, maximum / minimum, the activations leaky_relu, elu,
 softplus, logsigmoid and the l1, smooth-l1, Huber and binary cross-entropy
 losses.  Values and gradients, on ordinary inputs and at the edges (a zero
 factor, equal operands, logits at 0 and far out, probabilities at 0 and 1),
@@ -39,7 +39,7 @@ def _value_and_grads(lib, fn, *arrays):
 
 
 UNARY = ["reciprocal", "log2", "log10", "exp2", "expm1", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
-         "acosh", "atanh", "trunc", "frac", "sgn"]
+         "acosh", "atanh", "trunc", "frac", "sgn", "erf", "erfc"]
 DOMAIN = {"reciprocal": "pos", "log2": "pos", "log10": "pos", "asin": "unit", "acos": "unit", "atanh": "unit",
           "acosh": "pos_plus_one", "tan": "unit"}
 

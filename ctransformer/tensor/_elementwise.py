@@ -2,6 +2,7 @@
 clamp and masked fills."""
 from __future__ import annotations
 
+import math
 import sys
 from typing import TYPE_CHECKING
 
@@ -170,6 +171,16 @@ class ElementwiseMixin:
 # Integer input is computed in the default float dtype, as torch; inf / nan
 # come out quietly (see _fp.py), as torch.
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+# NumPy has no erf: the C library's (math.erf, double precision), element by element
+# (~0.1 us each: fine for a GELU written out in a notebook, not for a hot loop).
+_ERF, _ERFC = np.frompyfunc(math.erf, 1, 1), np.frompyfunc(math.erfc, 1, 1)
+
+
+def _by_element(fn):
+    return lambda x: np.asarray(fn(x), dtype=np.float64).astype(x.dtype)
+
+
 _MATH = {
     "reciprocal": (np.reciprocal, lambda g, x, out: -g * out * out, "Reciprocal"),
     "log2": (np.log2, lambda g, x, out: g / (x * _LN2), "Log2"),
@@ -185,6 +196,9 @@ _MATH = {
     "asinh": (np.arcsinh, lambda g, x, out: g / np.sqrt(x * x + 1), "Asinh"),
     "acosh": (np.arccosh, lambda g, x, out: g / np.sqrt(x * x - 1), "Acosh"),
     "atanh": (np.arctanh, lambda g, x, out: g / (1 - x * x), "Atanh"),
+    "erf": (_by_element(_ERF), lambda g, x, out: g * (_TWO_OVER_SQRT_PI * np.exp(-x * x)).astype(x.dtype), "Erf"),
+    "erfc": (_by_element(_ERFC), lambda g, x, out: -g * (_TWO_OVER_SQRT_PI * np.exp(-x * x)).astype(x.dtype),
+             "Erfc"),
 }
 
 
