@@ -163,6 +163,30 @@ def test_embedding_max_norm_and_scale_grad_by_freq_as_torch(torch_ref):
             np.testing.assert_allclose(ours[name][key].numpy(), parts[key], err_msg=f"{name} {key}", **F32)
 
 
+def _vectors_and_dropout(lib) -> dict:
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(3, 2), lib.nn.Linear(2, 1))
+    with lib.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.copy_(lib.tensor(np.full(tuple(p.shape), i + 0.5, np.float32)))
+    vec = lib.nn.utils.parameters_to_vector(model.parameters())
+    (vec * lib.tensor(np.arange(vec.numel(), dtype=np.float32))).sum().backward()
+    lib.nn.utils.vector_to_parameters(lib.tensor(np.arange(vec.numel(), dtype=np.float32)), model.parameters())
+    x = lib.ones(3, requires_grad=True) * 2
+    dropped = lib.nn.functional.dropout(x, 1.0, inplace=True)
+    return {"vec": vec.detach(), "grads": lib.cat([p.grad.reshape(-1) for p in model.parameters()]),
+            "params": lib.cat([p.detach().reshape(-1) for p in model.parameters()]),
+            "dropped": dropped.detach(), "x_after": x.detach(), "same": np.array(dropped is x)}
+
+
+def test_parameter_vectors_and_inplace_dropout_as_torch(torch_ref):
+    theirs = torch_ref(_vectors_and_dropout)
+    ours = _vectors_and_dropout(ct)
+    for key, ref in theirs.items():
+        got = ours[key] if isinstance(ours[key], np.ndarray) else ours[key].numpy()
+        np.testing.assert_array_equal(got, ref, err_msg=key)
+
+
 def test_unique_as_torch(torch_ref):
     data = np.array([[3, 1, 3], [2, 1, 3]])
 
@@ -226,6 +250,9 @@ MISUSE = {
     "meshgrid_indexing": lambda lib: lib.meshgrid(lib.ones(2), indexing="yx"),
     "index_add_range": lambda lib: lib.zeros(3).index_add(0, lib.tensor([3]), lib.ones(1)),
     "tensor_split_zero": lambda lib: lib.ones(3).tensor_split(0),
+    "dropout_inplace_leaf": lambda lib: lib.nn.functional.dropout(lib.ones(2, requires_grad=True), 0.5, inplace=True),
+    "vector_to_parameters_size": lambda lib: lib.nn.utils.vector_to_parameters(lib.ones(3),
+                                                                               lib.nn.Linear(2, 2).parameters()),
     "bce_weight_requires_grad": lambda lib: lib.nn.functional.binary_cross_entropy(
         lib.tensor([0.5]), lib.tensor([1.0]), weight=lib.ones(1, requires_grad=True)),
     "bce_logits_pos_weight_requires_grad": lambda lib: lib.nn.functional.binary_cross_entropy_with_logits(

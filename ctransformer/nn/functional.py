@@ -205,9 +205,14 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         return input
     x = input._data
     if p == 1.0:
-        return apply_op(x * 0, (input,), lambda g: (np.zeros_like(g),), "Dropout")  # NaN stays NaN
-    _float_tensor(input, "dropout", error=RuntimeError)
-    return _dropout(input, p)
+        out = apply_op(x * 0, (input,), lambda g: (np.zeros_like(g),), "Dropout")  # NaN stays NaN
+    else:
+        _float_tensor(input, "dropout", error=RuntimeError)
+        out = _dropout(input, p)
+    if inplace:  # input itself now holds the result (and its autograd history), as torch
+        input._check_inplace("dropout")
+        return input._become(out)
+    return out
 
 
 # ------------------------------------------------------------------ losses

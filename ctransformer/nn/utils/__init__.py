@@ -1,4 +1,4 @@
-"""nn.utils: gradient clipping and sequence padding."""
+"""nn.utils: gradient clipping, parameters as one vector, and sequence padding."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ from ... import kernels as K
 from ...tensor import Tensor
 from . import rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "rnn"]
 
 
 def _grad_arrays(parameters) -> list:
@@ -53,3 +53,34 @@ def clip_grad_value_(parameters: Union[Tensor, Iterable[Tensor]], clip_value: fl
     """Clamp every gradient element into [-clip_value, clip_value], in place."""
     for g in _grad_arrays(parameters):
         np.clip(g, -clip_value, clip_value, out=g)
+
+
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """Every parameter flattened and joined into one vector (differentiable)."""
+    from ...tensor import cat
+    params = _tensor_list(parameters, "parameters_to_vector")
+    return cat([p.reshape(-1) for p in params])
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Copy consecutive slices of the 1-D ``vec`` into the parameters' data (no gradient)."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
+    params = _tensor_list(parameters, "vector_to_parameters")
+    flat = vec._data.reshape(-1)
+    need = sum(p.numel() for p in params)
+    if flat.size != need:
+        raise RuntimeError(f"vector_to_parameters: vec has {flat.size} elements, the parameters {need}")
+    start = 0
+    for p in params:
+        n = p.numel()
+        p.data = Tensor._wrap(flat[start:start + n].reshape(tuple(p.shape)).astype(p.dtype))
+        start += n
+
+
+def _tensor_list(parameters, fn: str) -> list:
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    for p in params:
+        if not isinstance(p, Tensor):
+            raise TypeError(f"{fn}: expected Tensors, got {type(p).__name__}")
+    return params
