@@ -181,6 +181,9 @@ from .tensor_ops_more import (broadcast_to, diag, diagonal, diff, dot, ger, hsta
                               tensor_split, trace, unique, vstack)
 from . import tensor_ops_stats as _tensor_ops_stats  # noqa: E402
 _tensor_ops_stats.attach()
+from . import tensor_ops_inplace as _tensor_ops_inplace  # noqa: E402
+_tensor_ops_inplace.attach()  # (last: the in-place forms of every method above)
+from .tensor_ops_inplace import clamp_max, clamp_min  # noqa: E402,F401
 from .tensor_ops_stats import (addcdiv, addcmul, addmm, bernoulli, bincount, bucketize, can_cast,  # noqa: E402,F401
                                cdist, count_nonzero, cumprod, histc, isin, kthvalue, lerp, linalg, logaddexp,
                                logspace, median, promote_types, result_type, searchsorted, std_mean, var_mean)

@@ -97,6 +97,8 @@ OPS = {
     "frac": (lambda x: ct.frac(x * 3), [R(3, 4) + 0.01]),
     "sgn": (lambda x: ct.sgn(x), [R(3, 4)]),
     "fmod": (lambda x, y: ct.fmod(x, y) + x.fmod(1.3), [R(3, 4) * 3, R(4, pos=True)]),
+    "clamp_min": (lambda x: ct.clamp_min(x, 0.1) + x.clamp_min(-0.2), [R(3, 4)]),
+    "clamp_max": (lambda x: ct.clamp_max(x, 0.1) + x.clamp_max(BCE_WEIGHTS[0]), [R(3, 4)]),
     "clamp_tensor_bounds": (lambda x, lo, hi: ct.clamp(x, min=lo, max=hi + 1.5) + x.clamp(max=hi), [R(3, 4), R(4), R(3, 1)]),
     "tensor_split": (lambda x: x.tensor_split(3, 1)[0].sum() + ct.tensor_split(x, [1, 2])[2].sum(), [R(3, 4)]),
     "outer": (lambda a, b: ct.outer(a, b) + a.outer(b), [R(3), R(4)]),
@@ -307,6 +309,37 @@ def _iops(x, y):
     return h
 
 
+def _inplace_cases() -> dict:
+    """name_ -> a case running the in-place form on a non-leaf (tensor_ops_inplace.py): the gradient
+    must reach the input through it, as through the out-of-place op."""
+    from ctransformer.tensor_ops_inplace import _SHAPE_OPS, _VALUE_OPS
+    positive = {"log", "log10", "log1p", "log2", "sqrt", "rsqrt", "reciprocal"}
+    unit = {"asin", "acos", "atanh", "arcsin", "arccos", "arctanh", "tan"}
+    above_one = {"acosh", "arccosh"}
+    with_args = {  # name: (extra inputs, call)
+        "clamp_min": ([], lambda x: x.clamp_min_(0.1)), "clamp_max": ([], lambda x: x.clamp_max_(0.1)),
+        "remainder": ([], lambda x: x.remainder_(1.3)), "fmod": ([], lambda x: x.fmod_(1.3)),
+        "atan2": ([R(4)], lambda x, y: x.atan2_(y)), "arctan2": ([R(4)], lambda x, y: x.arctan2_(y)),
+        "lerp": ([R(3, 4)], lambda x, e: x.lerp_(e, 0.3)),
+        "addcmul": ([R(3, 4), R(4)], lambda x, a, b: x.addcmul_(a, b, value=2.0)),
+        "addcdiv": ([R(3, 4), R(4, pos=True)], lambda x, a, b: x.addcdiv_(a, b)),
+        "addmm": ([R(3, 2), R(2, 4)], lambda x, a, b: x.addmm_(a, b)),
+        "cumsum": ([], lambda x: x.cumsum_(1)), "cumprod": ([], lambda x: x.cumprod_(1)),
+        "multiply": ([R(4)], lambda x, y: x.multiply_(y)), "subtract": ([R(4)], lambda x, y: x.subtract_(y)),
+        "divide": ([R(4, pos=True)], lambda x, y: x.divide_(y)),
+        "true_divide": ([R(4, pos=True)], lambda x, y: x.true_divide_(y)),
+        "transpose": ([], lambda x: x.transpose_(0, 1)), "swapaxes": ([], lambda x: x.swapaxes_(0, 1)),
+        "swapdims": ([], lambda x: x.swapdims_(0, 1)),
+    }
+    cases = {}
+    for name in (*_VALUE_OPS, *_SHAPE_OPS):
+        base = R(3, 4, pos=True) if name in positive else (0.9 * np.tanh(R(3, 4)) if name in unit else (
+            R(3, 4, pos=True) + 1 if name in above_one else R(3, 4)))
+        extra, call = with_args.get(name, ([], lambda x, n=name: getattr(x, n + "_")()))
+        cases[name + "_"] = (lambda x, *more, call=call: call(x * 1.0, *more), [base, *extra])
+    return cases
+
+
 def _seeded(f):
     ct.manual_seed(11)
     return f()
@@ -393,6 +426,7 @@ def _module_cases():
 
 
 MODULES = _module_cases()
+OPS.update({name: case for name, case in _inplace_cases().items() if name not in OPS})
 
 # Public names that are not differentiable ops, with the reason.
 NOT_DIFFERENTIABLE = {

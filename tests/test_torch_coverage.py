@@ -92,7 +92,7 @@ def test_messages_carry_reason_and_nearest_path():
     with pytest.raises(AttributeError, match=r"nearest supported: ctransformer\.optim\.lr_scheduler\.OneCycleLR"):
         ct.optim.lr_scheduler.CyclicLR
     with pytest.raises(AttributeError, match=r"in-place variant.*out-of-place"):
-        ct.zeros(2).abs_
+        ct.zeros(2).logical_not_
     with pytest.raises(AttributeError, match=r"did you mean ctransformer\.tensor\?"):
         ct.tensr
     with pytest.raises(AttributeError, match=r"^module 'ctransformer' has no attribute '__wrapped__'$"):
