@@ -449,7 +449,8 @@ NOT_DIFFERENTIABLE = {
                                            "set_rng_state set_default_dtype get_default_dtype set_num_threads "
                                            "get_num_threads set_flush_denormal save load cpu cuda pin_memory "
                                            "is_pinned",
-    "containers and bases (their members are covered)": "Module ModuleDict ModuleList RNNBase RNNCellBase",
+    "containers and bases (their members are covered)": "Module ModuleDict ModuleList RNNBase RNNCellBase "
+                                                        "ParameterList ParameterDict",
     "typing re-exports of nn.functional": "Optional Sequence apply_op",
     "settings, layout and index queries (no float result)": "compile set_default_device get_default_device "
                                                           "set_printoptions stride data_ptr triu_indices tril_indices "

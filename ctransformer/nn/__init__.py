@@ -21,6 +21,7 @@ from .modules import rnn as _modules_rnn, transformer as _modules_transformer  #
 from . import parallel  # noqa: E402,F401  (importable; DistributedDataParallel refuses clearly)
 from .modules.extra import Flatten, KLDivLoss, RMSNorm, SiLU, Unflatten  # noqa: E402,F401
 from .functional_extra import cosine_similarity, kl_div, normalize, rms_norm, silu  # noqa: E402
+from .modules.container import ParameterDict, ParameterList  # noqa: E402,F401
 from .modules.more import (BCELoss, BCEWithLogitsLoss, ELU, HuberLoss, L1Loss, LeakyReLU,  # noqa: E402,F401
                            LogSigmoid, SmoothL1Loss, Softplus, Hardtanh, ReLU6, Hardsigmoid, Hardswish, Threshold,
                            SELU, CELU, GLU, Mish, Softsign, Tanhshrink, Softmin, PReLU, CosineSimilarity,
@@ -37,4 +38,4 @@ for _name in _functional_act.__all__:  # torch.nn.functional.<name>
 __all__ += ["Flatten", "KLDivLoss", "RMSNorm", "SiLU", "Unflatten", "BCELoss", "BCEWithLogitsLoss", "ELU", "HuberLoss",
             "L1Loss", "LeakyReLU", "LogSigmoid", "SmoothL1Loss", "Softplus", "Hardtanh", "ReLU6", "Hardsigmoid",
             "Hardswish", "Threshold", "SELU", "CELU", "GLU", "Mish", "Softsign", "Tanhshrink", "Softmin", "PReLU",
-            "CosineSimilarity", "PairwiseDistance", "BatchNorm1d"]
+            "CosineSimilarity", "PairwiseDistance", "BatchNorm1d", "ParameterList", "ParameterDict"]

@@ -311,6 +311,15 @@ class Module:
             raise AttributeError(f"{mod._get_name()} has no parameter `{name}`")
         return mod._parameters[name]
 
+    def get_buffer(self, target: str) -> Tensor:
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{mod._get_name()} has no attribute `{name}`")
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return mod._buffers[name]
+
     def apply(self, fn: Callable[["Module"], None]) -> "Module":
         """Call ``fn`` on every child (recursively) and then on self."""
         for module in self.children():

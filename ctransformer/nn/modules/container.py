@@ -1,13 +1,16 @@
-"""Containers: Sequential, ModuleList, ModuleDict (torch's key names: "0", "1", ...)."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
+(torch's key names: "0", "1", ... for the lists)."""
 from __future__ import annotations
 
 import operator
 from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
+from ...tensor import Tensor
 from ..module import Module, _addindent
+from ..parameter import Parameter
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
 def _index(idx: int, n: int, cls: str) -> int:
@@ -196,3 +199,107 @@ class ModuleDict(Module):
         items = modules.items() if isinstance(modules, Mapping) else modules
         for key, module in items:
             self[key] = module
+
+
+def _as_parameter(value):
+    """torch's containers turn a plain Tensor into a Parameter (other values are refused here)."""
+    if isinstance(value, Parameter) or value is None:
+        return value
+    if isinstance(value, Tensor):
+        return Parameter(value)
+    raise TypeError(f"cannot store a {type(value).__name__} in a parameter container (a Tensor is needed)")
+
+
+class ParameterList(Module):
+    """Parameters held in order, registered as "0", "1", ... (a Tensor is made a Parameter)."""
+
+    def __init__(self, values: Optional[Iterable[Any]] = None) -> None:
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def __getitem__(self, idx: Union[int, slice]):
+        if isinstance(idx, slice):
+            return ParameterList(list(self)[idx])
+        return self._parameters[str(_index(idx, len(self), "ParameterList"))]
+
+    def __setitem__(self, idx: int, param) -> None:
+        self.register_parameter(str(_index(idx, len(self), "ParameterList")), _as_parameter(param))
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[Parameter]:
+        return iter(self._parameters.values())
+
+    def __iadd__(self, values: Iterable[Any]) -> "ParameterList":
+        return self.extend(values)
+
+    def append(self, value) -> "ParameterList":
+        self.register_parameter(str(len(self)), _as_parameter(value))
+        return self
+
+    def extend(self, values: Iterable[Any]) -> "ParameterList":
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"  ({i}): Parameter containing: [{p.dtype} of size {'x'.join(map(str, p.shape))}]"
+                         for i, p in enumerate(self))  # (torch's own two extra spaces)
+
+
+class ParameterDict(Module):
+    """Parameters by name, in insertion order (a Tensor is made a Parameter)."""
+
+    def __init__(self, parameters: Optional[Union[Mapping[str, Any], Iterable]] = None) -> None:
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key: str) -> Parameter:
+        if key not in self._parameters:  # (torch's class: its lookup is an attribute lookup)
+            raise AttributeError(f"'ParameterDict' object has no attribute {key!r}")
+        return self._parameters[key]
+
+    def __setitem__(self, key: str, value) -> None:
+        self.register_parameter(key, _as_parameter(value))
+
+    def __delitem__(self, key: str) -> None:
+        del self._parameters[key]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parameters)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def items(self):
+        return self._parameters.items()
+
+    def values(self):
+        return self._parameters.values()
+
+    def get(self, key: str, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key: str) -> Parameter:
+        return self._parameters.pop(key)
+
+    def clear(self) -> None:
+        self._parameters.clear()
+
+    def update(self, parameters) -> None:
+        items = parameters.items() if isinstance(parameters, Mapping) else parameters
+        for key, value in items:
+            self[key] = value
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"  ({k}): Parameter containing: [{p.type()} of size {'x'.join(map(str, p.shape))}]"
+                         for k, p in self.items())  # (torch's layout, its type names)
