@@ -105,3 +105,31 @@ def test_the_cpu_is_accepted_everywhere():
     x = ct.ones(1, 2, device="cpu").to(cpu).cpu()
     assert model(x).shape == (1, 2) and x.device == cpu and str(x.device) == "cpu"
     assert ct.device(cpu) == cpu and ct.device("cpu", 0).index == 0
+
+
+def _checkpoint(lib) -> bytes:
+    import io
+    buf = io.BytesIO()
+    lib.save({"w": lib.ones(2)}, buf)
+    return buf.getvalue()
+
+
+def _load(lib, map_location):
+    import io
+    return lib.load(io.BytesIO(_checkpoint(lib)), map_location=map_location)
+
+
+MAP_REFUSED = {
+    "map_cuda": lambda lib: _load(lib, "cuda"),
+    "map_cuda_device": lambda lib: _load(lib, lib.device("cuda:0")),
+    "map_cpu_to_cuda": lambda lib: _load(lib, {"cpu": "cuda"}),
+}
+
+
+def test_map_location_onto_cuda_is_refused_as_torch(torch_ref):
+    assert_torchs_classes(torch_ref, MAP_REFUSED, ct)
+
+
+def test_map_location_onto_the_cpu_loads():
+    for where in (None, "cpu", ct.device("cpu"), {"cuda:0": "cpu"}, lambda storage, location: storage):
+        assert _load(ct, where)["w"].tolist() == [1.0, 1.0]

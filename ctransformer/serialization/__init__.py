@@ -129,18 +129,42 @@ _DAMAGE = (ValueError, KeyError, IndexError, TypeError, EOFError, zipfile.BadZip
            pickle.UnpicklingError, OSError)
 
 
+_CUDA_MAP_ERROR = ("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False. "
+                   "If you are running on a CPU-only machine, please use torch.load with "
+                   "map_location=torch.device('cpu') to map your storages to the CPU.")
+
+
+def _refuse_device_map(map_location: Any) -> None:
+    """A map_location that sends storages to a device other than the CPU (a dict: any of its targets):
+    torch's CPU build's RuntimeError."""
+    from ..tensor import device
+    targets = list(map_location.values()) if isinstance(map_location, dict) else [map_location]
+    for target in targets:
+        if target is None or callable(target) and not isinstance(target, device):
+            continue
+        kind = device(target).type if isinstance(target, (str, device)) else "cpu"
+        if kind == "cuda":
+            raise RuntimeError(_CUDA_MAP_ERROR)
+        if kind != "cpu":
+            raise RuntimeError(f"load: map_location {str(target)!r}: ctransformer runs on the CPU only "
+                               "(use map_location='cpu')")
+
+
 def load(f: Union[PathLike, BinaryIO], map_location: Any = None, pickle_module: Any = None, *,
          weights_only: Optional[bool] = None, mmap: Optional[bool] = None, **pickle_load_args: Any) -> Any:
     """Read a checkpoint written by :func:`save`, by ``torch.save`` (zip
     format), or by earlier ctransformer versions (torch.load's signature).
 
     ``weights_only`` defaults to True (torch >= 2.6): only tensors, plain
-    containers and allowed globals are unpickled.  ``map_location`` is
-    accepted (everything lives on the CPU).  Raises FileNotFoundError for a
+    containers and allowed globals are unpickled.  ``map_location``: None,
+    "cpu", a callable or a dict are accepted (everything lives on the CPU);
+    mapping onto CUDA (or another device) is refused as torch's CPU build
+    refuses it (RuntimeError).  Raises FileNotFoundError for a
     missing path, ``pickle.UnpicklingError`` for a global a weights-only load
     refuses, and :class:`CheckpointError` naming the file for anything that
     is not an intact checkpoint."""
     restricted = True if weights_only is None else bool(weights_only)
+    _refuse_device_map(map_location)
     if hasattr(f, "read"):
         name = repr(getattr(f, "name", "<file object>"))
         return _load_open(f, name, restricted)  # type: ignore[arg-type]
