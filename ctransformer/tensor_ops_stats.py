@@ -21,6 +21,7 @@ from ._fp import quietly
 from .autograd import apply_op
 from .tensor import Tensor, _as_dtype, _MinMax, _norm_dim, int64, tensor, where
 from .tensor import _dtypes
+from .tensor._reductions import _take_along
 from .tensor._creation import _gen
 from .tensor._helpers import _promote
 
@@ -36,80 +37,36 @@ def _t(x, fn: str, arg: str = "input") -> Tensor:
 
 
 # ---------------------------------------------------------------- order statistics
-def _select_kth(x_t: Tensor, k: int, dim, keepdim: bool, name: str):
-    """The k-th smallest (0-based) along dim (None: of all elements), with its index;
-    its gradient goes to that element."""
+def _select_kth(x_t: Tensor, k: int, dim, keepdim: bool, name: str, nan_wins: bool = False):
+    """The k-th smallest (0-based) along dim (None: of all elements), with its index; with
+    ``nan_wins`` a NaN in the row is the answer (torch's median).  The gradient goes to the
+    element picked (NumPy's sort puts NaN last, so rows without one are unaffected)."""
     x = x_t._data
     if dim is None:
         flat = x.reshape(-1)
         if flat.size == 0:
             raise IndexError(f"{name}(): cannot compute on an empty tensor")
-        order = np.argsort(flat, kind="stable")
-        i = int(order[k])
-
-        def backward_all(g):
-            grad = np.zeros(flat.shape, x.dtype)
-            grad[i] = g
-            return (grad.reshape(x.shape),)
-
-        return apply_op(np.asarray(flat[i]), (x_t,), backward_all, name)
-    d = _norm_dim(dim, x.ndim, name) if x.ndim else 0
+        nan = np.isnan(flat)
+        i = int(np.argmax(nan)) if nan_wins and nan.any() else int(np.argsort(flat, kind="stable")[k])
+        return _take_along(x_t.reshape(-1), np.array([i]), 0, False, name).values  # (a Tensor, as torch)
     if x.ndim == 0:
         return _MinMax(apply_op(x.copy(), (x_t,), lambda g: (g,), name), Tensor._wrap(np.asarray(0, int64)))
+    d = _norm_dim(dim, x.ndim, name)
     if not 0 <= k < x.shape[d]:
         raise RuntimeError(f"{name}(): selected number k out of range for dimension {d}")
     idx = np.take(np.argsort(x, axis=d, kind="stable"), [k], axis=d)
-    vals = np.take_along_axis(x, idx, axis=d)
-
-    def backward(g):
-        grad = np.zeros_like(x)
-        np.put_along_axis(grad, idx, g if keepdim else np.expand_dims(g, d), axis=d)
-        return (grad,)
-
-    values = apply_op(vals if keepdim else np.squeeze(vals, d), (x_t,), backward, name)
-    return _MinMax(values, Tensor._wrap((idx if keepdim else np.squeeze(idx, d)).astype(int64)))
+    if nan_wins:
+        nan = np.isnan(x)
+        idx = np.where(nan.any(axis=d, keepdims=True), np.expand_dims(np.argmax(nan, axis=d), d), idx)
+    return _take_along(x_t, idx, d, keepdim, name)
 
 
 def median(input: Tensor, dim: Optional[int] = None, keepdim: bool = False):
     """The lower median (of all elements, or (values, indices) along ``dim``), as torch:
-    the ((n - 1) // 2)-th smallest; NaN propagates."""
+    the ((n - 1) // 2)-th smallest; a NaN in the row is the answer."""
     x = _t(input, "median")
     n = x.numel() if dim is None else (x.shape[_norm_dim(dim, x.dim(), "median")] if x.dim() else 1)
-    if np.isnan(x._data).any():
-        return _nan_select(x, dim, keepdim, "median")
-    return _select_kth(x, (n - 1) // 2, dim, keepdim, "median")
-
-
-def _nan_select(x: Tensor, dim, keepdim: bool, name: str):
-    """torch's median with NaN: the (first) NaN is the answer."""
-    data = x._data
-    if dim is None:
-        flat = data.reshape(-1)
-        i = int(np.argmax(np.isnan(flat)))
-
-        def backward_all(g):
-            grad = np.zeros(flat.shape, data.dtype)
-            grad[i] = g
-            return (grad.reshape(data.shape),)
-
-        return apply_op(np.asarray(flat[i]), (x,), backward_all, name)
-    d = _norm_dim(dim, data.ndim, name)
-    sortable = np.where(np.isnan(data), np.inf, data)
-    n = data.shape[d]
-    has_nan = np.isnan(data).any(axis=d, keepdims=True)
-    order = np.argsort(sortable, axis=d, kind="stable")
-    mid = np.take(order, [(n - 1) // 2], axis=d)
-    first_nan = np.expand_dims(np.argmax(np.isnan(data), axis=d), d)
-    idx = np.where(has_nan, first_nan, mid)
-    vals = np.take_along_axis(data, idx, axis=d)
-
-    def backward(g):
-        grad = np.zeros_like(data)
-        np.put_along_axis(grad, idx, g if keepdim else np.expand_dims(g, d), axis=d)
-        return (grad,)
-
-    values = apply_op(vals if keepdim else np.squeeze(vals, d), (x,), backward, name)
-    return _MinMax(values, Tensor._wrap((idx if keepdim else np.squeeze(idx, d)).astype(int64)))
+    return _select_kth(x, (n - 1) // 2, dim, keepdim, "median", nan_wins=True)
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
@@ -209,19 +166,20 @@ def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
-def _var_args(input: Tensor, dim, unbiased, keepdim, correction):
+def _var_args(dim, unbiased, keepdim, correction):
+    """torch's positional form std_mean(x, unbiased) as keywords."""
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     return dim, unbiased, keepdim, correction
 
 
 def std_mean(input: Tensor, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None):
-    dim, unbiased, keepdim, correction = _var_args(input, dim, unbiased, keepdim, correction)
+    dim, unbiased, keepdim, correction = _var_args(dim, unbiased, keepdim, correction)
     return (input.std(dim, unbiased, keepdim, correction=correction), input.mean(dim, keepdim))
 
 
 def var_mean(input: Tensor, dim=None, unbiased: Optional[bool] = None, keepdim: bool = False, *, correction=None):
-    dim, unbiased, keepdim, correction = _var_args(input, dim, unbiased, keepdim, correction)
+    dim, unbiased, keepdim, correction = _var_args(dim, unbiased, keepdim, correction)
     return (input.var(dim, unbiased, keepdim, correction=correction), input.mean(dim, keepdim))
 
 

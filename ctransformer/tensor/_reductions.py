@@ -122,17 +122,7 @@ class ReductionsMixin:
         d = _norm_dim(dim, x.ndim, name.lower())
         if x.ndim == 0:
             return _MinMax(apply_op(x.copy(), (self,), _identity_grad, name), _T._wrap(np.asarray(0, int64)))
-        idx = np.expand_dims(np_arg(x, axis=d), d)
-        vals = np.take_along_axis(x, idx, axis=d)
-
-        def backward(g):
-            grad = np.zeros_like(x)
-            np.put_along_axis(grad, idx, g if keepdim else np.expand_dims(g, d), axis=d)
-            return (grad,)
-
-        values = apply_op(vals if keepdim else np.squeeze(vals, d), (self,), backward, name)
-        indices = _T._wrap((idx if keepdim else np.squeeze(idx, d)).astype(int64))
-        return _MinMax(values, indices)
+        return _take_along(self, np.expand_dims(np_arg(x, axis=d), d), d, keepdim, name)
 
     def max(self, dim=None, keepdim: bool = False):
         if isinstance(dim, _T.Tensor):
@@ -262,3 +252,18 @@ def _others_product(x: np.ndarray) -> np.ndarray:
     left = np.concatenate([ones, np.cumprod(x[..., :-1], axis=-1)], axis=-1)
     right = np.concatenate([ones, np.cumprod(x[..., :0:-1], axis=-1)], axis=-1)[..., ::-1]
     return left * right
+
+
+def _take_along(x_t, idx: np.ndarray, d: int, keepdim: bool, name: str) -> _MinMax:
+    """(values, indices) of x_t at the positions ``idx`` (size 1 along dim d), as
+    max(dim) / median(dim) return them; the gradient goes back to those positions."""
+    x = x_t._data
+    vals = np.take_along_axis(x, idx, axis=d)
+
+    def backward(g):
+        grad = np.zeros_like(x)
+        np.put_along_axis(grad, idx, g if keepdim else np.expand_dims(g, d), axis=d)
+        return (grad,)
+
+    values = apply_op(vals if keepdim else np.squeeze(vals, d), (x_t,), backward, name)
+    return _MinMax(values, _T._wrap((idx if keepdim else np.squeeze(idx, d)).astype(int64)))
