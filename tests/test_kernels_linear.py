@@ -79,7 +79,7 @@ def _dense_linear_grads(dout, x, w):
     return d @ ww, d.T @ xx, d.sum(axis=0)
 
 
-@pytest.mark.parametrize("pattern", ["random", "ends"])
+@pytest.mark.parametrize("pattern", ["random", "ends", "head", "head_only"])
 @pytest.mark.parametrize("given", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_linear_backward_zero_rows_are_left_out(rng, dtype, given, pattern):
@@ -88,15 +88,21 @@ def test_linear_backward_zero_rows_are_left_out(rng, dtype, given, pattern):
     as the dense products, written into fresh arrays (computed compacted, then
     spread in place) or added to given ones, the dead rows' dinp exactly 0 (or
     the given values).  "ends": the first and last rows dead, and runs of them
-    between live ones."""
+    between live ones.  "head": the first 70 rows live (a sequence-first
+    batch's positions below the shortest length: used in place), then dead
+    and live runs (gathered); "head_only": every live row in the head."""
     M, K_, N = 96, 20, 30
     x = rng.standard_normal((M, K_)).astype(dtype)
     w = rng.standard_normal((N, K_)).astype(dtype)
     dout = rng.standard_normal((M, N)).astype(dtype)
     if pattern == "random":
         dead = rng.permutation(M)[:30]
-    else:
+    elif pattern == "ends":
         dead = np.r_[0:3, 10, 20:27, 50:60, M - 4:M]
+    elif pattern == "head":
+        dead = np.r_[70:80, 84, 90:M]
+    else:
+        dead = np.r_[72:M]
     dout[dead] = 0
     want = _dense_linear_grads(dout, x, w)
     tol = F32 if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
