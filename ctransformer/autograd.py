@@ -248,14 +248,14 @@ def apply_op(outputs, parents: Sequence, backward: Callable, name: str = "", sav
         for i, o in enumerate(outputs):
             t = wrap(o)
             if o.dtype.kind == "f":
-                t.requires_grad = True
+                t._requires_grad = True
                 t._node = node
                 t._idx = i
             outs.append(t)
         return tuple(outs)
     t = wrap(outputs)
     if track:
-        t.requires_grad = True
+        t._requires_grad = True
         t._node = Node(tuple(edge_of(p) for p in parents), backward, name, outputs.dtype, 1, None,
                        saved_versions(*saved) if saved else ())
     return t

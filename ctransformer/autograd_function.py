@@ -258,11 +258,11 @@ class Function(metaclass=_FunctionMeta):
             if id(t) in dirty:
                 bump_version(t)
             if node.out_meta[i][2]:
-                t.requires_grad = True
+                t._requires_grad = True
                 t._node = node
                 t._idx = i
             elif id(t) in dirty or t._node is None:
-                t.requires_grad = False
+                t._requires_grad = False
         node.versions = saved_versions(*(t for t in (ctx._saved or ()) if t is not None)) or None
         return result[0] if single else tuple(result)
 

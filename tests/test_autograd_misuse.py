@@ -41,6 +41,45 @@ def test_numpy_on_a_tensor_requiring_grad(rng, torch_ref):
         np.testing.assert_array_equal(ours[k], ref[k])
 
 
+# ---------------------------------------------------------------- .requires_grad = ...
+def _requires_grad_cases(lib, x):
+    """(exception class, message) of each assignment, and the gradient a leaf gets after one."""
+    a = lib.tensor(x, requires_grad=True)
+    y = a * 2
+    ids = lib.tensor(np.arange(3))
+
+    def set_flag(t, value):
+        return lambda: setattr(t, "requires_grad", value)
+
+    out = dict(nonleaf_false=_err(set_flag(y, False)), nonleaf_true=_err(set_flag(y, True)),
+               int_true=_err(set_flag(ids, True)), int_false=_err(set_flag(ids, False)),
+               not_bool_int=_err(set_flag(lib.tensor(x), 1)), not_bool_none=_err(set_flag(lib.tensor(x), None)),
+               detached_true=_err(set_flag(y.detach(), True)))
+    leaf = lib.tensor(x)
+    leaf.requires_grad = True
+    (leaf * 3).sum().backward()
+    out["leaf_grad"] = leaf.grad.numpy()
+    out["nonleaf_still_requires"] = np.array(y.requires_grad)
+    return out
+
+
+def test_setting_requires_grad_as_torch(rng, torch_ref):
+    """torch refuses ``.requires_grad = v`` on a computed tensor (either
+    value: its flag is the graph's, or a gradient would silently stop
+    there), True on an integer tensor, and a value that is not a bool; a
+    leaf takes the flag and gets its gradient."""
+    x = rng.standard_normal(3)
+    ref = torch_ref(lambda torch: _requires_grad_cases(torch, x), inputs=dict(x=x))
+    ours = _requires_grad_cases(ct, x)
+    for k in ("nonleaf_false", "nonleaf_true", "int_true", "int_false", "not_bool_int", "not_bool_none",
+              "detached_true"):
+        cls, msg = ours[k]
+        assert cls == str(ref[k][0]), (k, ours[k], ref[k])
+        assert msg.startswith(str(ref[k][1])), (k, msg, ref[k][1])  # torch's words, then what we got
+    np.testing.assert_allclose(ours["leaf_grad"], ref["leaf_grad"], rtol=1e-6)
+    assert bool(ours["nonleaf_still_requires"]) and bool(ref["nonleaf_still_requires"])
+
+
 # ---------------------------------------------------------------- view()
 VIEWS = {
     "t_flat": lambda x: x.t().view(-1),

@@ -30,7 +30,7 @@ class Parameter(Tensor):
     def __new__(cls, data: Optional[Tensor] = None, requires_grad: bool = True) -> "Parameter":
         t = Tensor.__new__(cls)
         t._data = _param_array(data)
-        t.requires_grad = False
+        t._requires_grad = False
         t.grad = None
         t._node = None
         t._idx = 0

@@ -68,9 +68,9 @@ def activation(x: Tensor, kind: str) -> Tensor:
             saves = _SAVES_OUTPUT[kind] = K.activation_saves_output(kind)
         n.saved = out if saves else xd
         n.kind = kind
-        t.requires_grad = True
+        t._requires_grad = True
         t._node = n
     else:
-        t.requires_grad = False
+        t._requires_grad = False
         t._node = None
     return t

@@ -28,10 +28,10 @@ def _unary(x: Tensor, out: np.ndarray, backward, name: str) -> Tensor:
     t._idx = 0
     t._version = None
     if _grad_enabled[0] and x.requires_grad:
-        t.requires_grad = True
+        t._requires_grad = True
         t._node = Node((edge_of(x),), backward, name, out.dtype)
     else:
-        t.requires_grad = False
+        t._requires_grad = False
         t._node = None
     return t
 
@@ -310,10 +310,10 @@ def _make_arith(code: int, rev: bool):
                         n.versions = ((x, 0 if xv is None else xv[0]), (other, 0 if ov is None else ov[0]))
                 else:
                     n.versions = None
-                t.requires_grad = True
+                t._requires_grad = True
                 t._node = n
             else:
-                t.requires_grad = False
+                t._requires_grad = False
                 t._node = None
             return t
         # Python (or NumPy) scalar
@@ -360,10 +360,10 @@ def _make_arith(code: int, rev: bool):
                 n.a = a
                 n.out = out
             n.versions = () if frees_scalar else None  # () : freed after backward
-            t.requires_grad = True
+            t._requires_grad = True
             t._node = n
         else:
-            t.requires_grad = False
+            t._requires_grad = False
             t._node = None
         return t
 

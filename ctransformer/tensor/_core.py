@@ -61,7 +61,7 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
     default-dtype (float32) tensor, ``Tensor(2, 3)`` an uninitialised
     (zeroed) 2x3 one, and ``Tensor(t)`` aliases Tensor ``t``."""
 
-    __slots__ = ("_data", "requires_grad", "grad", "_node", "_idx", "_version", "__weakref__")
+    __slots__ = ("_data", "_requires_grad", "grad", "_node", "_idx", "_version", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our operators
 
     def __init__(self, *args, requires_grad: bool = False, dtype=None) -> None:
@@ -83,7 +83,7 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
             else:
                 arr = _to_array(data, d or _dtypes._default_dtype)
         self._data = arr
-        self.requires_grad = False
+        self._requires_grad = False
         self.grad = None
         self._node = None
         self._idx = 0
@@ -96,7 +96,7 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         """A Tensor around ``arr`` (no copy, no graph)."""
         t = _tnew(Tensor)
         t._data = arr
-        t.requires_grad = requires_grad
+        t._requires_grad = requires_grad
         t.grad = None
         t._node = None
         t._idx = 0
@@ -234,7 +234,7 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         t = _tnew(type(self))
         memo[id(self)] = t
         t._data = self._data.copy()
-        t.requires_grad = self.requires_grad
+        t._requires_grad = self._requires_grad
         t.grad = None if self.grad is None else _wrap(self.grad._data.copy())
         t._node = None
         t._idx = 0
@@ -268,6 +268,27 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         return self._data
 
     # ------------------------------------------------------------ autograd
+    @property
+    def requires_grad(self) -> bool:
+        """Whether autograd records operations on this tensor.  Set it on a
+        leaf only, to a bool, as torch: a computed tensor's flag is the
+        graph's (``.detach()`` gives one without it), and only floating-point
+        tensors can require gradients (RuntimeError otherwise)."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise RuntimeError(f"requires_grad must be a bool (got {type(value).__name__})")
+        if self._node is not None:
+            hint = (" If you want to use a computed variable in a subgraph that doesn't require differentiation "
+                    "use var_no_grad = var.detach()." if not value else "")
+            raise RuntimeError("you can only change requires_grad flags of leaf variables." + hint)
+        if value and self._data.dtype.kind not in "fc":
+            raise RuntimeError(f"only Tensors of floating point and complex dtype can require gradients "
+                               f"(got {self._data.dtype})")
+        self._requires_grad = value
+
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and self._data.dtype.kind not in "fc":
             raise RuntimeError(f"requires_grad_: only floating point tensors can require "
@@ -275,7 +296,7 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         if not requires_grad and self._node is not None:
             raise RuntimeError("requires_grad_: you can only change requires_grad flags of leaf variables "
                                "(use .detach() for a non-leaf)")
-        self.requires_grad = bool(requires_grad)
+        self._requires_grad = bool(requires_grad)
         return self
 
     def retain_grad(self) -> None:
@@ -337,7 +358,7 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
 
     def detach_(self) -> "Tensor":
         self._node = None
-        self.requires_grad = False
+        self._requires_grad = False
         return self
 
     def clone(self, memory_format=None) -> "Tensor":
@@ -362,7 +383,7 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
         self._data = res._data
         self._node = res._node
         self._idx = res._idx
-        self.requires_grad = res.requires_grad
+        self._requires_grad = res._requires_grad
         return self
 
     def _tracked(self, *others) -> bool:
@@ -485,7 +506,7 @@ _autograd._wrap = _wrap
 def _rebuild(cls, data, requires_grad, state=None):
     t = _tnew(cls)
     t._data = data
-    t.requires_grad = requires_grad
+    t._requires_grad = requires_grad
     t.grad = None
     t._node = None
     t._idx = 0
