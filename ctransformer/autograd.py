@@ -175,8 +175,39 @@ class Node:
             elif type(e) is tuple:
                 out.append(e)
             else:
-                out.append(("AccumulateGrad", 0))
+                out.append((_accumulator_of(e), 0))
         return tuple(out)
+
+
+class AccumulateGrad:
+    """A leaf's place in ``grad_fn.next_functions`` (torch's node of that
+    name, where the gradient is added to ``variable.grad``): ``variable`` is
+    the leaf, ``next_functions`` is empty, and a leaf has one such object
+    while anything holds it (``is`` compares them, as torch's)."""
+
+    __slots__ = ("variable", "__weakref__")
+    next_functions = ()
+
+    def __init__(self, variable) -> None:
+        self.variable = variable
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+
+# id(leaf) -> its AccumulateGrad while one is alive (the object holds the
+# leaf, so the id cannot be reused for another tensor meanwhile)
+_accumulators: "weakref.WeakValueDictionary[int, AccumulateGrad]" = weakref.WeakValueDictionary()
+
+
+def _accumulator_of(leaf) -> AccumulateGrad:
+    node = _accumulators.get(id(leaf))
+    if node is None:
+        node = _accumulators[id(leaf)] = AccumulateGrad(leaf)
+    return node
 
 
 def edge_of(t):

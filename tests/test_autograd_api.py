@@ -370,3 +370,32 @@ def test_autograd_backward_runs_shared_graphs_once(rng):
     z.backward(inputs=[y])
     np.testing.assert_allclose(y.grad.numpy(), 2 * y.detach().numpy() + 3, rtol=1e-12)
     assert gradcheck(lambda a: (a * a).tanh(), (ct.tensor(rng.standard_normal(3), requires_grad=True),))
+
+
+# ---------------------------------------------------------------- grad_fn.next_functions
+def _graph_walk(lib, x):
+    """Names along next_functions, from a sum of products down to the leaves."""
+    a = lib.tensor(x, requires_grad=True)
+    b = lib.tensor(x)  # needs no gradient: its edge is (None, 0)
+    z = (a * a + b * a).sum()
+    add = z.grad_fn.next_functions[0][0]
+    mul_aa, mul_ba = (f for f, _ in add.next_functions)
+    acc = mul_aa.next_functions[0][0]
+    return dict(z=z.grad_fn.name(), add=add.name(), mul=mul_aa.name(),
+                acc_type=type(acc).__name__, acc_name=acc.name(),
+                acc_is_leaf=np.array(acc.variable is a),
+                same_object=np.array(acc is mul_aa.next_functions[1][0] and acc is mul_ba.next_functions[1][0]),
+                acc_next=np.array(len(acc.next_functions)),
+                none_edge=np.array(mul_ba.next_functions[0] == (None, 0)))
+
+
+def test_next_functions_walk_to_the_leaves_as_torch(rng, torch_ref):
+    """A notebook walks ``grad_fn.next_functions`` down to a leaf's
+    AccumulateGrad (``.variable`` is the leaf, the same object from every
+    edge); a tensor that needs no gradient is (None, 0)."""
+    x = rng.standard_normal(3)
+    ref = torch_ref(lambda torch: _graph_walk(torch, x), inputs=dict(x=x))
+    ours = _graph_walk(ct, x)
+    for k in ours:
+        assert np.array_equal(np.asarray(ours[k]), np.asarray(ref[k])) if isinstance(ours[k], np.ndarray) \
+            else ours[k] == str(ref[k]), (k, ours[k], ref[k])
