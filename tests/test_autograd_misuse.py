@@ -54,7 +54,10 @@ def _requires_grad_cases(lib, x):
     out = dict(nonleaf_false=_err(set_flag(y, False)), nonleaf_true=_err(set_flag(y, True)),
                int_true=_err(set_flag(ids, True)), int_false=_err(set_flag(ids, False)),
                not_bool_int=_err(set_flag(lib.tensor(x), 1)), not_bool_none=_err(set_flag(lib.tensor(x), None)),
-               detached_true=_err(set_flag(y.detach(), True)))
+               detached_true=_err(set_flag(y.detach(), True)),
+               method_nonleaf_false=_err(lambda: y.requires_grad_(False)),
+               method_nonleaf_true=_err(lambda: y.requires_grad_(True)),
+               method_int_true=_err(lambda: ids.requires_grad_(True)))
     leaf = lib.tensor(x)
     leaf.requires_grad = True
     (leaf * 3).sum().backward()
@@ -76,6 +79,8 @@ def test_setting_requires_grad_as_torch(rng, torch_ref):
         cls, msg = ours[k]
         assert cls == str(ref[k][0]), (k, ours[k], ref[k])
         assert msg.startswith(str(ref[k][1])), (k, msg, ref[k][1])  # torch's words, then what we got
+    for k in ("method_nonleaf_false", "method_nonleaf_true", "method_int_true"):  # requires_grad_(): one rule
+        assert ours[k][0] == str(ref[k][0]), (k, ours[k], ref[k])
     np.testing.assert_allclose(ours["leaf_grad"], ref["leaf_grad"], rtol=1e-6)
     assert bool(ours["nonleaf_still_requires"]) and bool(ref["nonleaf_still_requires"])
 

@@ -280,7 +280,17 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
     def requires_grad(self, value: bool) -> None:
         if not isinstance(value, bool):
             raise RuntimeError(f"requires_grad must be a bool (got {type(value).__name__})")
-        if self._node is not None:
+        self._change_requires_grad(value, computed_refused=True)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        self._change_requires_grad(bool(requires_grad), computed_refused=False)
+        return self
+
+    def _change_requires_grad(self, value: bool, computed_refused: bool) -> None:
+        """Set the flag after torch's checks: a computed tensor's flag is the
+        graph's (turning it off is refused; through the attribute, any change
+        is), and only floating-point tensors can require gradients."""
+        if self._node is not None and (computed_refused or not value):
             hint = (" If you want to use a computed variable in a subgraph that doesn't require differentiation "
                     "use var_no_grad = var.detach()." if not value else "")
             raise RuntimeError("you can only change requires_grad flags of leaf variables." + hint)
@@ -288,16 +298,6 @@ class Tensor(OperatorsMixin, ElementwiseMixin, ReductionsMixin, ShapeMixin, Inde
             raise RuntimeError(f"only Tensors of floating point and complex dtype can require gradients "
                                f"(got {self._data.dtype})")
         self._requires_grad = value
-
-    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
-        if requires_grad and self._data.dtype.kind not in "fc":
-            raise RuntimeError(f"requires_grad_: only floating point tensors can require "
-                               f"gradients, got dtype {self._data.dtype}")
-        if not requires_grad and self._node is not None:
-            raise RuntimeError("requires_grad_: you can only change requires_grad flags of leaf variables "
-                               "(use .detach() for a non-leaf)")
-        self._requires_grad = bool(requires_grad)
-        return self
 
     def retain_grad(self) -> None:
         """Keep ``.grad`` of a non-leaf after backward (no-op on leaves)."""
