@@ -16,6 +16,9 @@ Per token, at 1 and 2 threads (median of ROUNDS rounds):
   step         one TranslationTransformer.decode_step (position 20)
   encode/50    encoding the 32-token source and projecting the memory once,
                spread over 50 tokens
+  setup/50     all greedy_decode does before its kernel loop (eval mode on
+               and back, encode/50's work, the cache, the step program),
+               spread over 50 tokens
   greedy       greedy_decode of 50 tokens, per token (everything)
 No torch needed.
 """
@@ -90,7 +93,7 @@ def own_weight_rows(model, nbytes: int):
 def closures(ct, model, src) -> dict:
     import numpy as np
     import ctransformer.kernels as K
-    from ctransformer.decoding import greedy_decode
+    from ctransformer.decoding import _eval, _Stepper, greedy_decode
     ws = projections(model)
     rows = sum(w.size for w in ws) // 512
     big = own_weight_rows(model, rows * 512 * 4)
@@ -109,10 +112,15 @@ def closures(ct, model, src) -> dict:
         with ct.no_grad():
             model.init_cache(*model.encode(ct.tensor(src)), TOKENS)
 
+    def setup():
+        with _eval(model):
+            model._step_program(_Stepper(model, ct.tensor(src), TOKENS, True).cache)
+
     return {"floor": (lambda: K.decode_linear(xs[512], big, None), 1),
             "gemvs": (lambda: [K.decode_linear(xs[w.shape[1]], w, None) for w in ws], 1),
             "step": (step, 1),
             "encode/50": (encode, TOKENS),
+            "setup/50": (setup, TOKENS),
             "greedy": (lambda: greedy_decode(model, src, TOKENS, 2, -1), TOKENS)}
 
 
