@@ -2,8 +2,9 @@
  * GEMMs go to OpenBLAS, except the float32 forward of a layer whose inner
  * dimension is short (the packed kernel below) or of 9 to 32 rows (the
  * weight streamed, the rows packed), the forward of a few rows (decode.c's
- * decode_linear) and the float32 input gradient on AVX-512 (the packed
- * kernel); everything here is a thin contract around them. */
+ * decode_linear) and the float32 input gradient (the packed kernel), each
+ * where measured faster on the CPU's kernel (AVX-512 or AVX2); everything
+ * here is a thin contract around them. */
 #ifndef CT_TEMPLATE_PASS
 #include "decode.h"
 #include "packed_gemm.h"
@@ -30,9 +31,8 @@
  *   and with 1 or 2 rows packing the weight costs more than sgemm's product
  *   (K 64-512: 1.7-3.6x its time; 4 and 8 rows 0.62-0.78).
  * Hence at least CT_LINEAR_PACKED_MIN_M rows, K <= CT_LINEAR_PACKED_MAX_K
- * and a weight of at most CT_LINEAR_PACKED_MAX_WEIGHT_BYTES, on AVX-512 (the
- * AVX2 kernel was not measured against sgemm on these shapes); 9 to 32 rows
- * with K > 256 take the streamed weight instead (below).
+ * and a weight of at most CT_LINEAR_PACKED_MAX_WEIGHT_BYTES on AVX-512 (AVX2:
+ * below); 9 to 32 rows with K > 256 take the streamed weight instead (below).
  * dinp's product (dinp += dout weight) takes the packed kernel too, its rows
  * in chunks that stay in L2 (linear_dinp_packed, below).
  * Each row is the kernel's k-order sum, one FMA per term, plus the bias,
@@ -45,6 +45,18 @@
  * bench_transformer (b)'s d128 step 0.982. */
 #define CT_LINEAR_PACKED_MIN_M 4
 #define CT_LINEAR_PACKED_MAX_K 512
+/* On AVX2 alone (a 2-core Zen 3 EPYC, one thread, in one process against
+ * sgemm, bias included; the kernel's 6 x 16 blocks, its whole panels stored
+ * unmasked), this / sgemm's time:
+ *   K 64: M 768, N 64 / 192 / 256 / 300 0.88 / 0.92 / 0.93 / 0.93; M 256 / 128,
+ *   N 192: 0.92 / 0.97; but M 64 / 32: 1.02 / 1.14;
+ *   K 128: M 1024, N 128-1000 0.96-1.00, M 128-512 1.00-1.04, M 32 1.22;
+ *   K 256-512, M 1024: 0.95-1.05 (N 128-2048); M 48 / 64, K 512: 1.13 / 1.09.
+ * Sgemm's Haswell kernel is as fast as ours here; only its packing of both
+ * operands is left to save, which pays at K 64.  Hence K <= 64 and at least
+ * 128 rows on AVX2. */
+#define CT_LINEAR_PACKED_AVX2_MIN_M 128
+#define CT_LINEAR_PACKED_AVX2_MAX_K 64
 #define CT_LINEAR_PACKED_MAX_WEIGHT_BYTES (4 * 1024 * 1024)
 
 typedef struct {
@@ -115,6 +127,9 @@ static int packed_product(float *out, const float *a, const float *w, int w_is_n
  *   then streamed once per 32 rows);
  *   K <= 256 against the packed kernel above (which packs the weight): K 256,
  *   N 1024 0.84, N 512 0.99; K 128, N 384 / 1000 0.96 / 1.11; K 64 1.10.
+ * On AVX2 alone (a 2-core Zen 3 EPYC, this / sgemm's time, 1 / 2 threads):
+ *   M 32, K 512, N 512 / 1536 / 2048: 0.83 / 0.81 / 0.82, 0.78 / 0.91 / 0.83;
+ *   M 16 / 12, K 512, N 1536 / 512: 0.65 / 0.80, 0.65 / 0.75.
  * Hence 9 to 32 rows with K > 256 (shorter depths keep the packed kernel). */
 #define CT_LINEAR_STREAMED_MIN_M 9
 #define CT_LINEAR_STREAMED_MAX_M 32
@@ -152,7 +167,7 @@ static int linear_forward_streamed(float *out, const float *inp, const float *we
                                    ct_int K, ct_int N)
 {
     if (M < CT_LINEAR_STREAMED_MIN_M || M > CT_LINEAR_STREAMED_MAX_M || K < CT_LINEAR_STREAMED_MIN_K ||
-        ct_packed_active_isa() != CT_PACKED_AVX512)
+        ct_packed_active_isa() == CT_PACKED_OFF)
         return 1;
     ct_packed rows;
     if (ct_packed_init(&rows, inp, M, K, 1) != 0) return 1;
@@ -174,9 +189,11 @@ static int linear_forward_streamed(float *out, const float *inp, const float *we
 static int linear_forward_packed(float *out, const float *inp, const float *weight, const float *bias, ct_int M,
                                  ct_int K, ct_int N)
 {
-    if (M < CT_LINEAR_PACKED_MIN_M || K > CT_LINEAR_PACKED_MAX_K ||
-        (double)N * K * sizeof(float) > CT_LINEAR_PACKED_MAX_WEIGHT_BYTES ||
-        ct_packed_active_isa() != CT_PACKED_AVX512)
+    int isa = ct_packed_active_isa();
+    if (isa == CT_PACKED_OFF || (double)N * K * sizeof(float) > CT_LINEAR_PACKED_MAX_WEIGHT_BYTES)
+        return 1;
+    if (isa == CT_PACKED_AVX512 ? M < CT_LINEAR_PACKED_MIN_M || K > CT_LINEAR_PACKED_MAX_K
+                                : M < CT_LINEAR_PACKED_AVX2_MIN_M || K > CT_LINEAR_PACKED_AVX2_MAX_K)
         return 1;
     return packed_product(out, inp, weight, 1, bias, M, K, N, 0);
 }
@@ -200,14 +217,20 @@ static int linear_forward_packed(float *out, const float *inp, const float *weig
  * Each row of dinp is the kernel's n-order sum of single FMAs, added to dinp's
  * row when accumulating: the same bits on any thread count and row split. */
 #define CT_LINEAR_DINP_MIN_M 32
+/* On AVX2 alone (the Zen 3 EPYC, one thread, dinp's product alone, this /
+ * sgemm's time, out x inner): M 1024, 128 x 128-512 0.95-0.97, 128 x 1000
+ * 0.79, 512 x 128 / 1536 1.00 / 0.92; M 768, 64 x 192 0.92, 256 x 64 0.75;
+ * but 128 x 384 at M 256 / 64: 1.00 / 1.06.  Hence at least 512 rows there. */
+#define CT_LINEAR_DINP_AVX2_MIN_M 512
 #define CT_LINEAR_DINP_MAX_N 1536
 #define CT_LINEAR_DINP_MAX_WEIGHT_BYTES (16 * 1024 * 1024)
 
 static int linear_dinp_packed(float *dinp, const float *dout, const float *weight, ct_int M, ct_int K, ct_int N,
                               int accumulate)
 {
-    if (M < CT_LINEAR_DINP_MIN_M || N > CT_LINEAR_DINP_MAX_N ||
-        (double)N * K * sizeof(float) > CT_LINEAR_DINP_MAX_WEIGHT_BYTES || ct_packed_active_isa() != CT_PACKED_AVX512)
+    int isa = ct_packed_active_isa();
+    if (isa == CT_PACKED_OFF || M < (isa == CT_PACKED_AVX512 ? CT_LINEAR_DINP_MIN_M : CT_LINEAR_DINP_AVX2_MIN_M) ||
+        N > CT_LINEAR_DINP_MAX_N || (double)N * K * sizeof(float) > CT_LINEAR_DINP_MAX_WEIGHT_BYTES)
         return 1;
     return packed_product(dinp, dout, weight, 0, NULL, M, N, K, accumulate);
 }
