@@ -1,8 +1,26 @@
 /* attention_gemm.c - the products of attention's (batch, head) slices
  * (attention.c's head_probs, head_forward, head_backward): attn_gemm, a GEMM
- * whose small score products run on loops of their own (below). */
+ * whose small products run on loops of their own (below). */
 #ifndef CT_TEMPLATE_PASS
 #include "attention.h"
+
+/* Whether the NN / TN slice products take small_gemm_xn on this CPU: x86-64
+ * without AVX-512 (measured: see the slices' products below).  Asked once; a
+ * racing first call stores the same value. */
+static int small_xn_here(void)
+{
+    static int here = -1;
+    if (here < 0) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        here = !__builtin_cpu_supports("avx512f");
+#else
+        here = 0;
+#endif
+    }
+    return here;
+}
+
 #define CT_TEMPLATE_FILE "attention_gemm.c"
 #include "ct_template.h"
 #else
@@ -27,9 +45,19 @@
  * took 2.2x the time of its NN one on 32 x 32 x 32 (perf, sdpa at T 32, Dh 32).
  * sdpa forward + backward per slice, in one process against the OpenBLAS NT
  * build, 1 thread, dropout 0.1: T 32 Dh 32 0.79-0.83; T 32 Dh 64 0.87-0.92;
- * T 64 Dh 32 / 64 0.89-0.91.  The slices' other products stay with OpenBLAS
- * (no faster as direct loops: 0.96-1.21).  In small_gemm_nt each element of C
- * is sum_k a_k b_k in the order of k (FMA where the clone has it), times alpha. */
+ * T 64 Dh 32 / 64 0.89-0.91.  In small_gemm_nt each element of C is
+ * sum_k a_k b_k in the order of k (FMA where the clone has it), times alpha.
+ *
+ * The slices' other products, P V and dS K (NN), P^T dO and dS^T Q (TN),
+ * up to CT_SMALL_XN_PRODUCT multiply-adds with B in the panel, run on the
+ * same blocks (small_gemm_xn: B's rows copied, no transpose; beta 0 or 1).
+ * On a 2-core AVX-512 Xeon they were no faster than OpenBLAS (0.96-1.21 of
+ * its time); on a 2-core Zen 3 EPYC (AVX2), in one process against the
+ * OpenBLAS build (bench/ab_step.py), the demo's training step (T 12, Dh 16)
+ * took 0.927 of the time at 1 thread and 0.983 at 2, and bench_transformer
+ * (b)'s d128 step (T 32, Dh 32) 0.999 at 1 thread: so on x86-64 without
+ * AVX-512 only (small_xn_here), where OpenBLAS's per-call work (its beta
+ * pass, both operands' packing) weighs more against its slower kernel. */
 #ifndef CT_SMALL_PRODUCT
 #define CT_SMALL_PRODUCT 32768
 #endif
@@ -37,6 +65,9 @@
 #define CT_SMALL_DEPTH 16
 #endif
 #define CT_SMALL_PANEL 4096
+#ifndef CT_SMALL_XN_PRODUCT
+#define CT_SMALL_XN_PRODUCT 32768
+#endif
 
 /* GCC's vector extension: 32 bytes of `real` (lowered to two SSE registers
  * in the baseline clone).  GCC's auto-vectoriser split a 16-column sum into
@@ -47,10 +78,12 @@ typedef real FN(vec) __attribute__((vector_size(32)));
 #define CT_ROWS 4                 /* its rows: 2 * CT_ROWS independent sums hide the adds' latency */
 
 /* R (<= CT_ROWS) rows and the first `cols` (<= CT_CHUNK) of CT_CHUNK columns of
- *   C[r, :] = alpha sum_k A[r * lda + k] x[k * ldx ..]   (k in order, from 0).
+ *   C[r, :] (+)= alpha sum_k A[r * lda + k * ldk] x[k * ldx ..]   (k in order, from 0;
+ *   += when accumulate).  A's rows are strided by lda and its k by ldk: A
+ *   itself (ldk 1), or the transpose of a stored (K, M) operand (lda 1).
  * R is a constant at each call, so the 2R partial sums stay in registers. */
-CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct_int lda, const real *x,
-                             ct_int ldx, ct_int K, real alpha, const int R)
+CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct_int lda, ct_int ldk,
+                             const real *x, ct_int ldx, ct_int K, real alpha, int accumulate, const int R)
 {
     FN(vec) s[CT_ROWS][2];
     for (int r = 0; r < R; r++) s[r][0] = s[r][1] = (FN(vec)){0};
@@ -59,7 +92,7 @@ CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct
         memcpy(&x0, x + k * ldx, sizeof x0);
         memcpy(&x1, x + k * ldx + CT_VEC_LEN, sizeof x1);
         for (int r = 0; r < R; r++) {
-            real ark = A[r * lda + k];
+            real ark = A[r * lda + k * ldk];
             s[r][0] += ark * x0;
             s[r][1] += ark * x1;
         }
@@ -68,9 +101,15 @@ CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct
         real out[CT_CHUNK], *c = C + r * ldc;
         memcpy(out, &s[r][0], sizeof s[r][0]);
         memcpy(out + CT_VEC_LEN, &s[r][1], sizeof s[r][1]);
-        for (ct_int l = 0; l < cols; l++) c[l] = alpha * out[l];
+        if (accumulate)
+            for (ct_int l = 0; l < cols; l++) c[l] += alpha * out[l];
+        else
+            for (ct_int l = 0; l < cols; l++) c[l] = alpha * out[l];
     }
 }
+
+CT_INLINE void FN(mix_panel)(ct_int M, ct_int N, ct_int K, real alpha, const real *A, ct_int lda, ct_int ldk,
+                             const real *bt, ct_int Np, int accumulate, real *C, ct_int ldc);
 
 /* Columns of B^T padded to whole chunks. */
 static ct_int FN(padded)(ct_int N) { return (N + CT_CHUNK - 1) / CT_CHUNK * CT_CHUNK; }
@@ -88,13 +127,43 @@ static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_nt)(ct_int 
     memset(bt, 0, (size_t)(K * Np) * sizeof(real)); /* bt (K, Np) = B^T, zero columns past N */
     for (ct_int k = 0; k < K; k++)
         for (ct_int n = 0; n < N; n++) bt[k * Np + n] = B[n * ldb + k];
+    FN(mix_panel)(M, N, K, alpha, A, lda, 1, bt, Np, 0, C, ldc);
+}
+
+/* C (M, N) (+)= alpha op(A) bt over the padded panel bt (K, Np), by blocks of
+ * CT_ROWS rows and CT_CHUNK columns (mix_block; A's strides as there). */
+CT_INLINE void FN(mix_panel)(ct_int M, ct_int N, ct_int K, real alpha, const real *A, ct_int lda, ct_int ldk,
+                             const real *bt, ct_int Np, int accumulate, real *C, ct_int ldc)
+{
     for (ct_int d = 0; d < N; d += CT_CHUNK) {
         ct_int cols = CT_MIN(CT_CHUNK, N - d), m = 0;
         for (; m + CT_ROWS <= M; m += CT_ROWS)
-            FN(mix_block)(C + m * ldc + d, ldc, cols, A + m * lda, lda, bt + d, Np, K, alpha, CT_ROWS);
+            FN(mix_block)(C + m * ldc + d, ldc, cols, A + m * lda, lda, ldk, bt + d, Np, K, alpha, accumulate,
+                          CT_ROWS);
         for (; m < M; m++)
-            FN(mix_block)(C + m * ldc + d, ldc, cols, A + m * lda, lda, bt + d, Np, K, alpha, 1);
+            FN(mix_block)(C + m * ldc + d, ldc, cols, A + m * lda, lda, ldk, bt + d, Np, K, alpha, accumulate, 1);
     }
+}
+
+/* C (M, N) (+)= alpha op(A) B:  B (K, N) row-major, K * padded(N) <= CT_SMALL_PANEL;
+ * op(A) = A (M, K) with lda, or (a_trans) the transpose of A stored (K, M) with lda.
+ * B is copied (zero-padded to whole chunks) into a stack panel: a row copy, no
+ * transpose.  Each element is sum_k in the order of k, times alpha. */
+static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_xn)(ct_int M, ct_int N, ct_int K, real alpha,
+                                                                         const real *A, ct_int lda, int a_trans,
+                                                                         const real *B, ct_int ldb, int accumulate,
+                                                                         real *C, ct_int ldc)
+{
+    ct_int Np = FN(padded)(N);
+    real bt[CT_SMALL_PANEL];
+    for (ct_int k = 0; k < K; k++) {
+        memcpy(bt + k * Np, B + k * ldb, (size_t)N * sizeof(real));
+        memset(bt + k * Np + N, 0, (size_t)(Np - N) * sizeof(real));
+    }
+    if (a_trans)
+        FN(mix_panel)(M, N, K, alpha, A, 1, lda, bt, Np, accumulate, C, ldc);
+    else
+        FN(mix_panel)(M, N, K, alpha, A, lda, 1, bt, Np, accumulate, C, ldc);
 }
 
 #ifndef CT_NT_VIA_NN
@@ -165,7 +234,8 @@ static __attribute__((noinline)) void FN(gemm_nt_via_nn)(ct_int M, ct_int N, ct_
 
 /* C (M, N) = alpha op(A) op(B) + beta C, row-major with leading dimensions;
  * empty products are handled here (BLAS rejects zero leading dimensions),
- * small score products (beta 0) by small_gemm_nt, wider ones by gemm_nt_via_nn. */
+ * small score products (beta 0) by small_gemm_nt, wider ones by gemm_nt_via_nn,
+ * small NN / TN products (beta 0 or 1) without AVX-512 by small_gemm_xn. */
 void FN(attn_gemm)(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, ct_int M, ct_int N, ct_int K, real alpha,
                    const real *A, ct_int lda, const real *Bm, ct_int ldb, real beta, real *C, ct_int ldc)
 {
@@ -178,6 +248,11 @@ void FN(attn_gemm)(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, ct_int M, c
     if (ta == CT_NOTRANS && tb == CT_TRANS && K <= CT_SMALL_DEPTH && M * N * K <= CT_SMALL_PRODUCT &&
         K * FN(padded)(N) <= CT_SMALL_PANEL && beta == 0) {
         FN(small_gemm_nt)(M, N, K, alpha, A, lda, Bm, ldb, C, ldc);
+        return;
+    }
+    if (tb == CT_NOTRANS && (beta == 0 || beta == 1) && M * N * K <= CT_SMALL_XN_PRODUCT &&
+        K * FN(padded)(N) <= CT_SMALL_PANEL && small_xn_here()) {
+        FN(small_gemm_xn)(M, N, K, alpha, A, lda, ta == CT_TRANS, Bm, ldb, beta == 1, C, ldc);
         return;
     }
     if (ta == CT_NOTRANS && tb == CT_TRANS && K * N <= CT_SMALL_PANEL && M * N * K <= CT_NT_VIA_NN) {
