@@ -4,22 +4,7 @@
 #ifndef CT_TEMPLATE_PASS
 #include "attention.h"
 
-/* Whether the NN / TN slice products take small_gemm_xn on this CPU: x86-64
- * without AVX-512 (measured: see the slices' products below).  Asked once; a
- * racing first call stores the same value. */
-static int small_xn_here(void)
-{
-    static int here = -1;
-    if (here < 0) {
-#if defined(__x86_64__) && defined(__GNUC__)
-        __builtin_cpu_init();
-        here = !__builtin_cpu_supports("avx512f");
-#else
-        here = 0;
-#endif
-    }
-    return here;
-}
+#include "packed_gemm.h" /* ct_packed_cpu_isa: the CPU's vector ISA */
 
 #define CT_TEMPLATE_FILE "attention_gemm.c"
 #include "ct_template.h"
@@ -55,8 +40,8 @@ static int small_xn_here(void)
  * its time); on a 2-core Zen 3 EPYC (AVX2), in one process against the
  * OpenBLAS build (bench/ab_step.py), the demo's training step (T 12, Dh 16)
  * took 0.927 of the time at 1 thread and 0.983 at 2, and bench_transformer
- * (b)'s d128 step (T 32, Dh 32) 0.999 at 1 thread: so on x86-64 without
- * AVX-512 only (small_xn_here), where OpenBLAS's per-call work (its beta
+ * (b)'s d128 step (T 32, Dh 32) 0.999 at 1 thread: so on AVX2 without
+ * AVX-512 only (ct_packed_cpu_isa), where OpenBLAS's per-call work (its beta
  * pass, both operands' packing) weighs more against its slower kernel. */
 #ifndef CT_SMALL_PRODUCT
 #define CT_SMALL_PRODUCT 32768
@@ -155,17 +140,11 @@ static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_xn)(ct_int 
                                                                          const real *B, ct_int ldb, int accumulate,
                                                                          real *C, ct_int ldc)
 {
-    ct_int Np = FN(padded)(N);
-    if (Np == N) { /* whole chunks of columns (heads 16 or 32 wide): B's rows in place */
-        if (a_trans)
-            FN(mix_panel)(M, N, K, alpha, A, 1, lda, B, ldb, accumulate, C, ldc);
-        else
-            FN(mix_panel)(M, N, K, alpha, A, lda, 1, B, ldb, accumulate, C, ldc);
-        return;
-    }
+    ct_int Np = FN(padded)(N), ldp = ldb;
+    const real *panel = B; /* whole chunks of columns (heads 16 or 32 wide): B's rows in place */
     real bt[CT_SMALL_PANEL];
     ct_int whole = N / CT_VEC_LEN * CT_VEC_LEN;
-    for (ct_int k = 0; k < K; k++) { /* by whole vectors, then the tail zero-padded */
+    for (ct_int k = 0; Np != N && k < K; k++) { /* else by whole vectors, then the tail zero-padded */
         real *dst = bt + k * Np;
         const real *src = B + k * ldb;
         for (ct_int n = 0; n < whole; n += CT_VEC_LEN) {
@@ -179,10 +158,11 @@ static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_xn)(ct_int 
             memcpy(dst + n, &v, sizeof v);
         }
     }
-    if (a_trans)
-        FN(mix_panel)(M, N, K, alpha, A, 1, lda, bt, Np, accumulate, C, ldc);
+    if (Np != N) panel = bt, ldp = Np;
+    if (a_trans) /* the strides as constants in each inlined copy */
+        FN(mix_panel)(M, N, K, alpha, A, 1, lda, panel, ldp, accumulate, C, ldc);
     else
-        FN(mix_panel)(M, N, K, alpha, A, lda, 1, bt, Np, accumulate, C, ldc);
+        FN(mix_panel)(M, N, K, alpha, A, lda, 1, panel, ldp, accumulate, C, ldc);
 }
 
 #ifndef CT_NT_VIA_NN
@@ -254,7 +234,7 @@ static __attribute__((noinline)) void FN(gemm_nt_via_nn)(ct_int M, ct_int N, ct_
 /* C (M, N) = alpha op(A) op(B) + beta C, row-major with leading dimensions;
  * empty products are handled here (BLAS rejects zero leading dimensions),
  * small score products (beta 0) by small_gemm_nt, wider ones by gemm_nt_via_nn,
- * small NN / TN products (beta 0 or 1) without AVX-512 by small_gemm_xn. */
+ * small NN / TN products (beta 0 or 1) on AVX2 without AVX-512 by small_gemm_xn. */
 void FN(attn_gemm)(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, ct_int M, ct_int N, ct_int K, real alpha,
                    const real *A, ct_int lda, const real *Bm, ct_int ldb, real beta, real *C, ct_int ldc)
 {
@@ -270,7 +250,7 @@ void FN(attn_gemm)(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, ct_int M, c
         return;
     }
     if (tb == CT_NOTRANS && (beta == 0 || beta == 1) && M * N * K <= CT_SMALL_XN_PRODUCT &&
-        K * FN(padded)(N) <= CT_SMALL_PANEL && small_xn_here()) {
+        K * FN(padded)(N) <= CT_SMALL_PANEL && ct_packed_cpu_isa() == CT_PACKED_AVX2) {
         FN(small_gemm_xn)(M, N, K, alpha, A, lda, ta == CT_TRANS, Bm, ldb, beta == 1, C, ldc);
         return;
     }

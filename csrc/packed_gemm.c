@@ -30,6 +30,8 @@ static int cpu_isa(void)
     return CT_PACKED_OFF;
 }
 
+int ct_packed_cpu_isa(void) { return cpu_isa(); }
+
 int ct_packed_mode(void) { return packed_mode; }
 
 int ct_packed_set_mode(int mode)

@@ -33,6 +33,8 @@ int ct_packed_set_mode(int mode);
 int ct_packed_mode(void);
 /* The ISA ct_packed_init would use now (CT_PACKED_OFF: none). */
 int ct_packed_active_isa(void);
+/* The best kernel this CPU has, whatever the mode (CT_PACKED_AVX512 / AVX2 / OFF). */
+int ct_packed_cpu_isa(void);
 
 /* Pack w for products with op(w) (K, N):
  *   w_is_nk = 1: w is (N, K) row-major, op(w) = w^T   (a Linear weight: out = a w^T)
