@@ -82,6 +82,25 @@ CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct
             s[r][1] += ark * x1;
         }
     }
+    if (cols == CT_CHUNK) { /* whole chunks: vectors straight to C (the tail below) */
+        for (int r = 0; r < R; r++) {
+            real *c = C + r * ldc;
+            for (int h = 0; h < 2; h++) {
+                FN(vec) sum = alpha * s[r][h];
+                if (accumulate) {
+                    FN(vec) old;
+                    memcpy(&old, c + h * CT_VEC_LEN, sizeof old);
+                    sum = old + sum;
+                }
+                memcpy(c + h * CT_VEC_LEN, &sum, sizeof sum);
+            }
+        }
+        return;
+    }
+    /* The last chunk's first `cols` columns, through a buffer.  Whole chunks used
+     * to take this way too: the sums, spilled to it in 16-byte halves and read
+     * back as 32-byte vectors, missed store-to-load forwarding, and that stall
+     * was a third of small_gemm_xn's time at the d128 step (perf annotate, Zen 3). */
     for (int r = 0; r < R; r++) {
         real out[CT_CHUNK], *c = C + r * ldc;
         memcpy(out, &s[r][0], sizeof s[r][0]);
@@ -132,19 +151,28 @@ CT_INLINE void FN(mix_panel)(ct_int M, ct_int N, ct_int K, real alpha, const rea
 
 /* C (M, N) (+)= alpha op(A) B:  B (K, N) row-major, K * padded(N) <= CT_SMALL_PANEL;
  * op(A) = A (M, K) with lda, or (a_trans) the transpose of A stored (K, M) with lda.
- * B is read in place when N is whole chunks, else copied (zero-padded) into a
- * stack panel: a row copy, no transpose (a memcpy / memset call per row was
- * 3 % of the demo's step, in libc).  Each element is sum_k in the order of k, times alpha. */
-static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_xn)(ct_int M, ct_int N, ct_int K, real alpha,
-                                                                         const real *A, ct_int lda, int a_trans,
-                                                                         const real *B, ct_int ldb, int accumulate,
-                                                                         real *C, ct_int ldc)
+ * B is copied (zero-padded to whole chunks) into a stack panel by vectors, unless
+ * it is one already (ldb == padded(N)).  Read in place, the rows of a head in a
+ * sequence-first projection lie B * 3E floats apart, a multiple of 4 KiB: every
+ * row falls in the same L1 set, and the blocks re-read them from L2.  With the
+ * copy and mix_block's vector epilogue, nn.MultiheadAttention forward + backward
+ * (sequence-first, key padding, dropout 0.1, 1 thread, Zen 3) took 0.88 of the
+ * previous build's time at E 128, T 32, B 32 and 0.94 at the demo's E 64, T 12,
+ * B 64 (in one process, 60 rounds).  The copy's loops must stay
+ * loops: as memcpy / memset calls per row (GCC's loop-distribution turns them
+ * into such calls, hence the optimize attribute) they were 3 % of the demo's
+ * step, in libc.  Each element is sum_k in the order of k, times alpha. */
+#define CT_NO_LIBC_LOOPS optimize("no-tree-loop-distribute-patterns")
+static CT_FMA_CLONES __attribute__((aligned(64), CT_NO_LIBC_LOOPS)) void FN(small_gemm_xn)(
+    ct_int M, ct_int N, ct_int K, real alpha, const real *A, ct_int lda, int a_trans, const real *B, ct_int ldb,
+    int accumulate, real *C, ct_int ldc)
 {
     ct_int Np = FN(padded)(N), ldp = ldb;
-    const real *panel = B; /* whole chunks of columns (heads 16 or 32 wide): B's rows in place */
+    const real *panel = B;
     real bt[CT_SMALL_PANEL];
     ct_int whole = N / CT_VEC_LEN * CT_VEC_LEN;
-    for (ct_int k = 0; Np != N && k < K; k++) { /* else by whole vectors, then the tail zero-padded */
+    int copy = ldb != Np;
+    for (ct_int k = 0; copy && k < K; k++) { /* by whole vectors, then the tail zero-padded */
         real *dst = bt + k * Np;
         const real *src = B + k * ldb;
         for (ct_int n = 0; n < whole; n += CT_VEC_LEN) {
@@ -158,7 +186,7 @@ static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_xn)(ct_int 
             memcpy(dst + n, &v, sizeof v);
         }
     }
-    if (Np != N) panel = bt, ldp = Np;
+    if (copy) panel = bt, ldp = Np;
     if (a_trans) /* the strides as constants in each inlined copy */
         FN(mix_panel)(M, N, K, alpha, A, 1, lda, panel, ldp, accumulate, C, ldc);
     else
