@@ -49,28 +49,76 @@ CT_INLINE acc_t FN(row_at)(const real *restrict x, const real *restrict r, ct_in
 #define CT_LN_ROWS 4     /* rows whose sums share one loop in the forward */
 #define CT_LN_BUF_D 1024 /* rows up to this long: h, weight, bias kept in acc_t on the stack */
 #endif
-typedef acc_t FN(lanes) __attribute__((vector_size(CT_LANES * sizeof(acc_t))));
-typedef real FN(row_lanes) __attribute__((vector_size(CT_LANES * sizeof(real))));
+/* CT_LANES acc_t lanes as two vectors of CT_LANE_HALF (lanes [0, 4) and [4, 8)):
+ * 32 bytes each for double, one AVX2 register.  As one 64-byte vector, GCC
+ * built the AVX2 clone's lanes through the stack (element inserts, spills
+ * read back whole: store-forwarding stalls), and the backward's row sums took
+ * ~7 cycles per element of D 64 (perf annotate, Zen 3).  Each lane's
+ * arithmetic is the same either way: the same bits. */
+#define CT_LANE_HALF (CT_LANES / 2)
+typedef acc_t FN(half_lanes) __attribute__((vector_size(CT_LANE_HALF * sizeof(acc_t))));
+typedef real FN(half_row_lanes) __attribute__((vector_size(CT_LANE_HALF * sizeof(real))));
+typedef struct {
+    FN(half_lanes) half[2];
+} FN(lanes);
 
 /* Elements [i, i + CT_LANES) of x + r (r NULL: of x) as acc_t lanes: row_at's
- * values (the rows h, and dy and weight in the backward).  (A macro: a function returning a 64-byte vector draws GCC's ABI
- * warning for the clones without AVX-512.) */
-#define CT_LOAD_LANES(out, x, r, i)                                                                   \
+ * values (the rows h, and dy and weight in the backward).  (A macro, as the
+ * loads and conversions stay in registers at every use.) */
+#define CT_LOAD_LANES(out, x, r, i)                                                            \
     do {                                                                                       \
-        FN(row_lanes) v_, w_;                                                                  \
-        memcpy(&v_, (x) + (i), sizeof v_);                                                     \
-        if ((r) != NULL) {                                                                     \
-            memcpy(&w_, (r) + (i), sizeof w_);                                                 \
-            v_ = v_ + w_;                                                                      \
+        for (int j_ = 0; j_ < 2; j_++) {                                                       \
+            FN(half_row_lanes) v_, w_;                                                         \
+            memcpy(&v_, (x) + (i) + j_ * CT_LANE_HALF, sizeof v_);                             \
+            if ((r) != NULL) {                                                                 \
+                memcpy(&w_, (r) + (i) + j_ * CT_LANE_HALF, sizeof w_);                         \
+                v_ = v_ + w_;                                                                  \
+            }                                                                                  \
+            (out).half[j_] = __builtin_convertvector(v_, FN(half_lanes));                     \
         }                                                                                      \
-        (out) = __builtin_convertvector(v_, FN(lanes));                                        \
     } while (0)
+
+/* Lanes [i, i + CT_LANES) of the acc_t array p, and stored back. */
+CT_INLINE FN(lanes) FN(lanes_at)(const acc_t *p)
+{
+    FN(lanes) v;
+    memcpy(&v.half[0], p, sizeof v.half[0]);
+    memcpy(&v.half[1], p + CT_LANE_HALF, sizeof v.half[1]);
+    return v;
+}
+
+CT_INLINE void FN(lanes_store)(acc_t *p, FN(lanes) v)
+{
+    memcpy(p, &v.half[0], sizeof v.half[0]);
+    memcpy(p + CT_LANE_HALF, &v.half[1], sizeof v.half[1]);
+}
+
+/* Lanewise a + b, a - s, a * b, and all lanes 0 (helpers for the loops below). */
+CT_INLINE FN(lanes) FN(lanes_add)(FN(lanes) a, FN(lanes) b)
+{
+    return (FN(lanes)){{a.half[0] + b.half[0], a.half[1] + b.half[1]}};
+}
+
+CT_INLINE FN(lanes) FN(lanes_sub_scalar)(FN(lanes) a, acc_t s)
+{
+    return (FN(lanes)){{a.half[0] - s, a.half[1] - s}};
+}
+
+CT_INLINE FN(lanes) FN(lanes_mul)(FN(lanes) a, FN(lanes) b)
+{
+    return (FN(lanes)){{a.half[0] * b.half[0], a.half[1] * b.half[1]}};
+}
+
+CT_INLINE FN(lanes) FN(lanes_zero)(void)
+{
+    return (FN(lanes)){{{0}, {0}}};
+}
 
 /* The lanes added in order, from 0 (CT_LANE_SUM's combination). */
 CT_INLINE acc_t FN(lanes_total)(const FN(lanes) *v)
 {
     acc_t s = 0;
-    for (int k = 0; k < CT_LANES; k++) s += (*v)[k];
+    for (int k = 0; k < CT_LANES; k++) s += v->half[k / CT_LANE_HALF][k % CT_LANE_HALF];
     return s;
 }
 
@@ -92,13 +140,13 @@ CT_INLINE void FN(row_moments)(const real *restrict x, const real *restrict r, c
     FN(lanes) lane[CT_LN_ROWS], h;
     for (int k = 0; k < rows; k++) {
         shift[k] = D > 0 ? FN(row_at)(x, r, k * D) : 0;
-        lane[k] = (FN(lanes)){0};
+        lane[k] = FN(lanes_zero)();
     }
     for (ct_int i = 0; i < full; i += CT_LANES)
         for (int k = 0; k < rows; k++) {
             CT_LOAD_LANES(h, x, r, k * D + i);
-            if (hbuf != NULL) memcpy(hbuf + k * D + i, &h, sizeof h);
-            lane[k] += h - shift[k];
+            if (hbuf != NULL) FN(lanes_store)(hbuf + k * D + i, h);
+            lane[k] = FN(lanes_add)(lane[k], FN(lanes_sub_scalar)(h, shift[k]));
         }
     for (int k = 0; k < rows; k++) {
         sum[k] = FN(lanes_total)(&lane[k]);
@@ -108,16 +156,16 @@ CT_INLINE void FN(row_moments)(const real *restrict x, const real *restrict r, c
             sum[k] += v - shift[k];
         }
         mean[k] = D > 0 ? shift[k] + sum[k] / (acc_t)D : 0;
-        lane[k] = (FN(lanes)){0};
+        lane[k] = FN(lanes_zero)();
     }
     for (ct_int i = 0; i < full; i += CT_LANES)
         for (int k = 0; k < rows; k++) {
             if (hbuf != NULL)
-                memcpy(&h, hbuf + k * D + i, sizeof h);
+                h = FN(lanes_at)(hbuf + k * D + i);
             else
                 CT_LOAD_LANES(h, x, r, k * D + i);
-            h -= mean[k];
-            lane[k] += h * h;
+            h = FN(lanes_sub_scalar)(h, mean[k]);
+            lane[k] = FN(lanes_add)(lane[k], FN(lanes_mul)(h, h));
         }
     for (int k = 0; k < rows; k++) {
         sum[k] = FN(lanes_total)(&lane[k]);
@@ -326,19 +374,19 @@ CT_INLINE void FN(row_g_means)(const real *restrict dy, const real *restrict x, 
 {
     /* both sums in one loop (two independent chains), each in CT_LANE_SUM's order */
     ct_int full = D / CT_LANES * CT_LANES;
-    FN(lanes) lane_g = {0}, lane_gx = {0}, g, h, wl;
+    FN(lanes) lane_g = FN(lanes_zero)(), lane_gx = FN(lanes_zero)(), g, h, wl;
     for (ct_int i = 0; i < full; i += CT_LANES) {
         CT_LOAD_LANES(g, dy, (const real *)NULL, i);
         if (weight != NULL) {
             if (wd != NULL)
-                memcpy(&wl, wd + i, sizeof wl);
+                wl = FN(lanes_at)(wd + i);
             else
                 CT_LOAD_LANES(wl, weight, (const real *)NULL, i);
-            g = g * wl;
+            g = FN(lanes_mul)(g, wl);
         }
         CT_LOAD_LANES(h, x, r, i);
-        lane_g += g;
-        lane_gx += g * ((h - mu) * rs);
+        lane_g = FN(lanes_add)(lane_g, g);
+        for (int j = 0; j < 2; j++) lane_gx.half[j] += g.half[j] * ((h.half[j] - mu) * rs);
     }
     acc_t sum_g = FN(lanes_total)(&lane_g), sum_gx = FN(lanes_total)(&lane_gx);
     for (ct_int i = full; i < D; i++) {
