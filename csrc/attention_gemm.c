@@ -82,7 +82,12 @@ CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct
             s[r][1] += ark * x1;
         }
     }
-    if (cols == CT_CHUNK) { /* whole chunks: vectors straight to C (the tail below) */
+    /* alpha * sums, then whole vectors straight to C, the last partial vector
+     * element by element from the register.  Through a buffer, the sums were
+     * spilled in 16-byte halves and read back as 32-byte vectors: the loads
+     * missed store-to-load forwarding, and that stall was a third of
+     * small_gemm_xn's time at the d128 step (perf annotate, Zen 3). */
+    if (cols == CT_CHUNK) {
         for (int r = 0; r < R; r++) {
             real *c = C + r * ldc;
             for (int h = 0; h < 2; h++) {
@@ -97,18 +102,24 @@ CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct
         }
         return;
     }
-    /* The last chunk's first `cols` columns, through a buffer.  Whole chunks used
-     * to take this way too: the sums, spilled to it in 16-byte halves and read
-     * back as 32-byte vectors, missed store-to-load forwarding, and that stall
-     * was a third of small_gemm_xn's time at the d128 step (perf annotate, Zen 3). */
     for (int r = 0; r < R; r++) {
-        real out[CT_CHUNK], *c = C + r * ldc;
-        memcpy(out, &s[r][0], sizeof s[r][0]);
-        memcpy(out + CT_VEC_LEN, &s[r][1], sizeof s[r][1]);
-        if (accumulate)
-            for (ct_int l = 0; l < cols; l++) c[l] += alpha * out[l];
-        else
-            for (ct_int l = 0; l < cols; l++) c[l] = alpha * out[l];
+        real *c = C + r * ldc;
+        for (int h = 0; h < 2; h++) {
+            ct_int first = h * CT_VEC_LEN, n = CT_MIN(cols - first, CT_VEC_LEN);
+            FN(vec) sum = alpha * s[r][h];
+            if (n == CT_VEC_LEN) {
+                if (accumulate) {
+                    FN(vec) old;
+                    memcpy(&old, c + first, sizeof old);
+                    sum = old + sum;
+                }
+                memcpy(c + first, &sum, sizeof sum);
+            } else if (accumulate) {
+                for (ct_int l = 0; l < n; l++) c[first + l] += sum[l];
+            } else {
+                for (ct_int l = 0; l < n; l++) c[first + l] = sum[l];
+            }
+        }
     }
 }
 
@@ -129,8 +140,12 @@ static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_nt)(ct_int 
     ct_int Np = FN(padded)(N);
     real bt[CT_SMALL_PANEL];
     memset(bt, 0, (size_t)(K * Np) * sizeof(real)); /* bt (K, Np) = B^T, zero columns past N */
-    for (ct_int k = 0; k < K; k++)
-        for (ct_int n = 0; n < N; n++) bt[k * Np + n] = B[n * ldb + k];
+    /* B row by row: its rows (keys of one head in a sequence-first projection)
+     * are a multiple of 4 KiB apart and share one L1 set; read down its
+     * columns, every load missed (half of small_gemm_nt's time at the demo's
+     * step, perf annotate, Zen 3) */
+    for (ct_int n = 0; n < N; n++)
+        for (ct_int k = 0; k < K; k++) bt[k * Np + n] = B[n * ldb + k];
     FN(mix_panel)(M, N, K, alpha, A, lda, 1, bt, Np, 0, C, ldc);
 }
 
