@@ -52,9 +52,11 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
 /* Multiply the weights of slice (b, h) by their dropout factors: weight
  * `flat` (see ct_attn_opts) is dropped (factor 0) unless
  * ct_random_kept(seed, flat, ct_random_threshold(p)), else scaled by
- * 1 / (1 - p).  The keep flags come in chunks from ct_random_keep_range. */
+ * 1 / (1 - p).  The keep flags come in chunks from ct_random_keep_range.
+ * P2 (Tq, Tk) or NULL: multiplied by the same factors (the backward's P and
+ * dP from one pass of the hash, where a pass each had cost twice the hashing). */
 CT_RANDOM_CLONES
-static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
+static void FN(dropout_slice)(real *P, real *P2, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
 {
     double p = o->dropout_p;
     if (p <= 0) return;
@@ -67,6 +69,8 @@ static void FN(dropout_slice)(real *P, const ct_attn_opts *o, ct_int bh, ct_int 
         ct_int len = CT_MIN((ct_int)CHUNK, Tq * Tk - n0);
         ct_random_keep_range(kept, len, o->seed, base + (uint64_t)n0, threshold);
         for (ct_int n = 0; n < len; n++) P[n0 + n] *= kept[n] ? keep : (real)0;
+        if (P2 != NULL)
+            for (ct_int n = 0; n < len; n++) P2[n0 + n] *= kept[n] ? keep : (real)0;
     }
 }
 
@@ -113,7 +117,7 @@ static void FN(head_forward)(real *out, ct_int ld_out, real *probs, real *droppe
         memcpy(dropped, probs, (size_t)(Tq * Tk) * sizeof(real));
         Pd = dropped;
     }
-    FN(dropout_slice)((real *)Pd, o, b * H + h, Tq, Tk);
+    FN(dropout_slice)((real *)Pd, NULL, o, b * H + h, Tq, Tk);
     FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
 }
 
@@ -164,21 +168,22 @@ static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int l
     real scale = (real)o->scale;
     int drop = o->dropout_p > 0;
     const real *P = probs, *Pd = probs;
-    if (drop && probs_raw) { /* Pd = P times the dropout factors (regenerated from the seed) */
-        memcpy(s->P, probs, (size_t)(Tq * Tk) * sizeof(real));
-        FN(dropout_slice)(s->P, o, b * H + h, Tq, Tk);
-        Pd = s->P;
-    }
-    /* dV += Pd^T dO;  dPd = dO V^T */
-    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
+    /* dPd = dO V^T */
     FN(attn_gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
-    if (drop && !probs_raw) {
-        /* The dropped weights are gone from probs: recompute P. */
+    if (drop && probs_raw) {
+        /* Pd = P times the dropout factors (regenerated from the seed), and dP = dPd
+         * through the same factors */
+        memcpy(s->P, probs, (size_t)(Tq * Tk) * sizeof(real));
+        FN(dropout_slice)(s->P, s->dP, o, b * H + h, Tq, Tk);
+        Pd = s->P;
+    } else if (drop) {
+        /* The dropped weights are gone from probs: recompute P; dP = dPd through the factors */
         FN(head_probs)(s->P, x, o, b, h, Tq, Tk, Dh);
         P = s->P;
+        FN(dropout_slice)(s->dP, NULL, o, b * H + h, Tq, Tk);
     }
-    /* dP = dPd through the same dropout factors */
-    if (drop) FN(dropout_slice)(s->dP, o, b * H + h, Tq, Tk);
+    /* dV += Pd^T dO */
+    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
     FN(softmax_backward_rows)(s->dP, P, Tq, Tk);
     /* dQ += scale dS K;  dK += scale dS^T Q */
     FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, g->beta, g->dq, g->ldq);
