@@ -52,14 +52,19 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
 /* Multiply the weights of slice (b, h) by their dropout factors: weight
  * `flat` (see ct_attn_opts) is dropped (factor 0) unless
  * ct_random_kept(seed, flat, ct_random_threshold(p)), else scaled by
- * 1 / (1 - p).  The keep flags come in chunks from ct_random_keep_range.
- * P2 (Tq, Tk) or NULL: multiplied by the same factors (the backward's P and
- * dP from one pass of the hash, where a pass each had cost twice the hashing). */
+ * 1 / (1 - p):  out = in * factors (in == out: in place; out and in (Tq, Tk)).
+ * The keep flags come in chunks from ct_random_keep_range.  also (Tq, Tk) or
+ * NULL: multiplied by the same factors in place (the backward's P and dP
+ * from one pass of the hash, where a pass each had cost twice the hashing). */
 CT_RANDOM_CLONES
-static void FN(dropout_slice)(real *P, real *P2, const ct_attn_opts *o, ct_int bh, ct_int Tq, ct_int Tk)
+static void FN(dropout_slice)(real *out, const real *in, real *also, const ct_attn_opts *o, ct_int bh, ct_int Tq,
+                              ct_int Tk)
 {
     double p = o->dropout_p;
-    if (p <= 0) return;
+    if (p <= 0) {
+        if (out != in) memcpy(out, in, (size_t)(Tq * Tk) * sizeof(real));
+        return;
+    }
     real keep = p >= 1 ? (real)0 : (real)(1.0 / (1.0 - p));
     uint64_t base = (uint64_t)bh * (uint64_t)(Tq * Tk);
     uint64_t threshold = ct_random_threshold(p);
@@ -68,9 +73,9 @@ static void FN(dropout_slice)(real *P, real *P2, const ct_attn_opts *o, ct_int b
     for (ct_int n0 = 0; n0 < Tq * Tk; n0 += CHUNK) {
         ct_int len = CT_MIN((ct_int)CHUNK, Tq * Tk - n0);
         ct_random_keep_range(kept, len, o->seed, base + (uint64_t)n0, threshold);
-        for (ct_int n = 0; n < len; n++) P[n0 + n] *= kept[n] ? keep : (real)0;
-        if (P2 != NULL)
-            for (ct_int n = 0; n < len; n++) P2[n0 + n] *= kept[n] ? keep : (real)0;
+        for (ct_int n = 0; n < len; n++) out[n0 + n] = in[n0 + n] * (kept[n] ? keep : (real)0);
+        if (also != NULL)
+            for (ct_int n = 0; n < len; n++) also[n0 + n] *= kept[n] ? keep : (real)0;
     }
 }
 
@@ -112,12 +117,8 @@ static void FN(head_forward)(real *out, ct_int ld_out, real *probs, real *droppe
                              ct_int H, ct_int Tq, ct_int Tk, ct_int Dh, ct_int Dv)
 {
     FN(head_probs)(probs, x, o, b, h, Tq, Tk, Dh);
-    const real *Pd = probs;
-    if (o->dropout_p > 0 && dropped != NULL) {
-        memcpy(dropped, probs, (size_t)(Tq * Tk) * sizeof(real));
-        Pd = dropped;
-    }
-    FN(dropout_slice)((real *)Pd, NULL, o, b * H + h, Tq, Tk);
+    real *Pd = o->dropout_p > 0 && dropped != NULL ? dropped : probs;
+    FN(dropout_slice)(Pd, probs, NULL, o, b * H + h, Tq, Tk);
     FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
 }
 
@@ -173,14 +174,13 @@ static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int l
     if (drop && probs_raw) {
         /* Pd = P times the dropout factors (regenerated from the seed), and dP = dPd
          * through the same factors */
-        memcpy(s->P, probs, (size_t)(Tq * Tk) * sizeof(real));
-        FN(dropout_slice)(s->P, s->dP, o, b * H + h, Tq, Tk);
+        FN(dropout_slice)(s->P, probs, s->dP, o, b * H + h, Tq, Tk);
         Pd = s->P;
     } else if (drop) {
         /* The dropped weights are gone from probs: recompute P; dP = dPd through the factors */
         FN(head_probs)(s->P, x, o, b, h, Tq, Tk, Dh);
         P = s->P;
-        FN(dropout_slice)(s->dP, NULL, o, b * H + h, Tq, Tk);
+        FN(dropout_slice)(s->dP, s->dP, NULL, o, b * H + h, Tq, Tk);
     }
     /* dV += Pd^T dO */
     FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
