@@ -167,7 +167,9 @@ CT_INLINE void FN(mix_panel)(ct_int M, ct_int N, ct_int K, real alpha, const rea
 /* C (M, N) (+)= alpha op(A) B:  B (K, N) row-major, K * padded(N) <= CT_SMALL_PANEL;
  * op(A) = A (M, K) with lda, or (a_trans) the transpose of A stored (K, M) with lda.
  * B is copied (zero-padded to whole chunks) into a stack panel by vectors, unless
- * it is one already (ldb == padded(N)).  Read in place, the rows of a head in a
+ * it is one already (N whole chunks and ldb == N: the block loads read whole
+ * chunks, so a partial chunk read in place would run past the head, and past
+ * B's end at its last row).  Read in place, the rows of a head in a
  * sequence-first projection lie B * 3E floats apart, a multiple of 4 KiB: every
  * row falls in the same L1 set, and the blocks re-read them from L2.  With the
  * copy and mix_block's vector epilogue, nn.MultiheadAttention forward + backward
@@ -186,7 +188,7 @@ static CT_FMA_CLONES __attribute__((aligned(64), CT_NO_LIBC_LOOPS)) void FN(smal
     const real *panel = B;
     real bt[CT_SMALL_PANEL];
     ct_int whole = N / CT_VEC_LEN * CT_VEC_LEN;
-    int copy = ldb != Np;
+    int copy = Np != N || ldb != Np; /* in place only as a whole-chunk panel: padded reads stay inside B */
     for (ct_int k = 0; copy && k < K; k++) { /* by whole vectors, then the tail zero-padded */
         real *dst = bt + k * Np;
         const real *src = B + k * ldb;
