@@ -62,6 +62,17 @@ typedef real FN(vec) __attribute__((vector_size(32)));
 #define CT_CHUNK (2 * CT_VEC_LEN) /* the columns of one block: 16 floats, 8 doubles */
 #define CT_ROWS 4                 /* its rows: 2 * CT_ROWS independent sums hide the adds' latency */
 
+/* c[0 .. CT_VEC_LEN) (+)= sum (+= when accumulate), straight from the register. */
+CT_INLINE void FN(store_vec)(real *c, FN(vec) sum, int accumulate)
+{
+    if (accumulate) {
+        FN(vec) old;
+        memcpy(&old, c, sizeof old);
+        sum = old + sum;
+    }
+    memcpy(c, &sum, sizeof sum);
+}
+
 /* R (<= CT_ROWS) rows and the first `cols` (<= CT_CHUNK) of CT_CHUNK columns of
  *   C[r, :] (+)= alpha sum_k A[r * lda + k * ldk] x[k * ldx ..]   (k in order, from 0;
  *   += when accumulate).  A's rows are strided by lda and its k by ldk: A
@@ -87,19 +98,9 @@ CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct
      * spilled in 16-byte halves and read back as 32-byte vectors: the loads
      * missed store-to-load forwarding, and that stall was a third of
      * small_gemm_xn's time at the d128 step (perf annotate, Zen 3). */
-    if (cols == CT_CHUNK) {
-        for (int r = 0; r < R; r++) {
-            real *c = C + r * ldc;
-            for (int h = 0; h < 2; h++) {
-                FN(vec) sum = alpha * s[r][h];
-                if (accumulate) {
-                    FN(vec) old;
-                    memcpy(&old, c + h * CT_VEC_LEN, sizeof old);
-                    sum = old + sum;
-                }
-                memcpy(c + h * CT_VEC_LEN, &sum, sizeof sum);
-            }
-        }
+    if (cols == CT_CHUNK) { /* whole chunks (most blocks): no per-vector width test */
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < 2; h++) FN(store_vec)(C + r * ldc + h * CT_VEC_LEN, alpha * s[r][h], accumulate);
         return;
     }
     for (int r = 0; r < R; r++) {
@@ -108,12 +109,7 @@ CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct
             ct_int first = h * CT_VEC_LEN, n = CT_MIN(cols - first, CT_VEC_LEN);
             FN(vec) sum = alpha * s[r][h];
             if (n == CT_VEC_LEN) {
-                if (accumulate) {
-                    FN(vec) old;
-                    memcpy(&old, c + first, sizeof old);
-                    sum = old + sum;
-                }
-                memcpy(c + first, &sum, sizeof sum);
+                FN(store_vec)(c + first, sum, accumulate);
             } else if (accumulate) {
                 for (ct_int l = 0; l < n; l++) c[first + l] += sum[l];
             } else {
@@ -125,6 +121,8 @@ CT_INLINE void FN(mix_block)(real *C, ct_int ldc, ct_int cols, const real *A, ct
 
 CT_INLINE void FN(mix_panel)(ct_int M, ct_int N, ct_int K, real alpha, const real *A, ct_int lda, ct_int ldk,
                              const real *bt, ct_int Np, int accumulate, real *C, ct_int ldc);
+static CT_FMA_CLONES void FN(transpose_into)(real *restrict bt, ct_int ldt, const real *restrict B, ct_int ldb,
+                                             ct_int N, ct_int K);
 
 /* Columns of B^T padded to whole chunks. */
 static ct_int FN(padded)(ct_int N) { return (N + CT_CHUNK - 1) / CT_CHUNK * CT_CHUNK; }
@@ -140,12 +138,7 @@ static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_nt)(ct_int 
     ct_int Np = FN(padded)(N);
     real bt[CT_SMALL_PANEL];
     memset(bt, 0, (size_t)(K * Np) * sizeof(real)); /* bt (K, Np) = B^T, zero columns past N */
-    /* B row by row: its rows (keys of one head in a sequence-first projection)
-     * are a multiple of 4 KiB apart and share one L1 set; read down its
-     * columns, every load missed (half of small_gemm_nt's time at the demo's
-     * step, perf annotate, Zen 3) */
-    for (ct_int n = 0; n < N; n++)
-        for (ct_int k = 0; k < K; k++) bt[k * Np + n] = B[n * ldb + k];
+    FN(transpose_into)(bt, Np, B, ldb, N, K);
     FN(mix_panel)(M, N, K, alpha, A, lda, 1, bt, Np, 0, C, ldc);
 }
 
@@ -252,16 +245,19 @@ CT_INLINE void FN(transpose_tile)(real *bt, ct_int ldt, const real *B, ct_int ld
     for (int i = 0; i < CT_VEC_LEN; i++) memcpy(bt + i * ldt, &c[i], sizeof c[i]);
 }
 
-/* bt (K, N) <- B^T of B (N, K), row stride ldb: whole tiles by shuffles,
- * the edges element by element. */
-static CT_FMA_CLONES void FN(transpose_into)(real *restrict bt, const real *restrict B, ct_int ldb, ct_int N,
-                                             ct_int K)
+/* bt (K, N), row stride ldt, <- B^T of B (N, K), row stride ldb: whole tiles
+ * by shuffles, the edges element by element, each row of B read along itself
+ * (a head's rows in a sequence-first projection are a multiple of 4 KiB apart
+ * and share one L1 set: read down its columns, every load missed, half of
+ * small_gemm_nt's time at the demo's step, perf annotate, Zen 3). */
+static CT_FMA_CLONES void FN(transpose_into)(real *restrict bt, ct_int ldt, const real *restrict B, ct_int ldb,
+                                             ct_int N, ct_int K)
 {
     ct_int Nt = N / CT_VEC_LEN * CT_VEC_LEN, Kt = K / CT_VEC_LEN * CT_VEC_LEN;
     for (ct_int n = 0; n < Nt; n += CT_VEC_LEN)
-        for (ct_int k = 0; k < Kt; k += CT_VEC_LEN) FN(transpose_tile)(bt + k * N + n, N, B + n * ldb + k, ldb);
+        for (ct_int k = 0; k < Kt; k += CT_VEC_LEN) FN(transpose_tile)(bt + k * ldt + n, ldt, B + n * ldb + k, ldb);
     for (ct_int n = 0; n < N; n++)
-        for (ct_int k = n < Nt ? Kt : 0; k < K; k++) bt[k * N + n] = B[n * ldb + k];
+        for (ct_int k = n < Nt ? Kt : 0; k < K; k++) bt[k * ldt + n] = B[n * ldb + k];
 }
 
 /* C (M, N) = alpha A B^T for heads wider than CT_SMALL_DEPTH, N whole chunks:
@@ -273,7 +269,7 @@ static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_nt_tiles)(c
                                                                                ct_int ldb, real *C, ct_int ldc)
 {
     real bt[CT_SMALL_PANEL];
-    FN(transpose_into)(bt, B, ldb, N, K);
+    FN(transpose_into)(bt, N, B, ldb, N, K);
     FN(mix_panel)(M, N, K, alpha, A, lda, 1, bt, N, 0, C, ldc);
 }
 
@@ -284,7 +280,7 @@ static __attribute__((noinline)) void FN(gemm_nt_via_nn)(ct_int M, ct_int N, ct_
                                                          ct_int ldc)
 {
     real bt[CT_SMALL_PANEL];
-    FN(transpose_into)(bt, B, ldb, N, K);
+    FN(transpose_into)(bt, N, B, ldb, N, K);
     GEMM(CT_ROWMAJOR, CT_NOTRANS, CT_NOTRANS, (int)M, (int)N, (int)K, alpha, A, (int)lda, bt, (int)N, beta, C,
          (int)ldc);
 }

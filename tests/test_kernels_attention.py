@@ -227,11 +227,10 @@ def test_sdpa_score_products_against_float64(rng, dtype, tq, tk, dh, dv):
     products of a transposed copy (gemm_nt_via_nn: 8 x 8 / 4 x 4 tiles by
     shuffles, the edges one by one); the rest OpenBLAS as is.  Without
     AVX-512 the NN / TN products (P V, dS K, P^T dO, dS^T Q) up to 32768
-    multiply-adds take the direct loops too, and so do the wider heads' score
-    products whose keys are whole chunks of 16 (small_gemm_nt_tiles)
-    (small_gemm_xn: (64, 64, 16) and
+    multiply-adds take the direct loops too (small_gemm_xn: (64, 64, 16) and
     the 64-wide heads stay with OpenBLAS, (40, 40, 16) and (32, 32, 32) do
-    not), fresh and accumulated (beta 1).  Shapes on both
+    not), fresh and accumulated (beta 1); so do the wider heads' score
+    products whose keys are whole chunks of 16 (small_gemm_nt_tiles).  Shapes on both
     sides of each limit (whole and partial vector blocks of keys, rows past
     the last block of 4, widths off the tile size) against a float64
     reference, at 1 and 2 threads, with the same bits on both; then the
