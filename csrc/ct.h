@@ -38,13 +38,10 @@ typedef ptrdiff_t ct_int;
  * default build never uses -march=native. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(CT_NO_CLONES)
 #define CT_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-/* Functions that make dropout masks add an x86-64-v4 clone (AVX-512 DQ):
- * its 64-bit vector multiply runs the hash of ct_random_keep_range 2.2x
- * faster than AVX-512F's emulation of it.  Only for integer work and lone
- * float products: that clone may fuse a * b + c into an FMA, which would
- * round differently from the other clones. */
-#define CT_RANDOM_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx512f", "avx2", "default")))
-#define CT_RANDOM_CLONES_ON 1
+/* Functions that make dropout masks (ct_random_keep_range, inlined): the same
+ * clones, which vectorise its 32-bit lane hash.  Only for integer work and
+ * lone float products. */
+#define CT_RANDOM_CLONES CT_VECTOR_CLONES
 /* The attention slices' score products (attention.c) add x86-64-v3 and v4
  * clones with FMA contraction (the build's -std=c11 turns it off elsewhere):
  * a product's sum then takes one instruction per term.  Their results
@@ -93,42 +90,47 @@ static inline void ct_flush_subnormals_end(ct_fp_mode saved) { (void)saved; }
 #define CT_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /* ---- counter-based random numbers (dropout) ----------------------------
- * ct_random_u64(seed, counter) is a pure function: element i of a dropout
- * mask depends only on (seed, i), so the mask is the same whatever the
- * thread count or the order in which elements are visited.  It is the
- * SplitMix64 finaliser applied to a Weyl sequence keyed by the seed. */
+ * Element `counter` of a dropout mask gets a 32-bit uniform that depends only
+ * on (seed, counter), so the mask is the same whatever the thread count or the
+ * order in which elements are visited.  Two levels:
+ *   block key:  the 32 counters 32 b .. 32 b + 31 share key = SplitMix64's
+ *               finaliser of a Weyl sequence keyed by the seed, at term b;
+ *   lane:       counter 32 b + l (l < 32) takes lowbias32 (Wellons' 32-bit
+ *               finaliser, two multiplies) of key's low half ^ l * golden32,
+ *               with key's high half mixed in between the multiplies.
+ * For a fixed key the lane map is a bijection of 32-bit words (distinct lanes,
+ * distinct draws); keys of different blocks are SplitMix64 outputs.  Why two
+ * levels: the 64-bit multiplies of a hash per element, which SSE2/AVX2 lack,
+ * were most of a mask's cost (0.70 ns per element on a Zen 3 core with AVX2);
+ * the lanes' 32-bit multiplies vectorise everywhere (vpmulld), and one 64-bit
+ * hash per 32 elements is noise.  2^-32 resolution in p is far below any
+ * dropout rate's meaning. */
 #define CT_RANDOM_GAMMA 0x9E3779B97F4A7C15ull /* the Weyl step */
-/* The Weyl sequence's term of `counter` (wrapping: term(c + j) = term(c) + j * gamma exactly) */
-#define CT_RANDOM_WEYL(seed, counter) ((seed) * 0xD1B54A32D192ED03ull + ((counter) + 1) * CT_RANDOM_GAMMA)
-/* SplitMix64's finaliser of z in place: the one spelling, for a uint64_t or a GCC vector of them */
-#define CT_RANDOM_MIX(z)                                                                     \
-    do {                                                                                     \
-        (z) = ((z) ^ ((z) >> 30)) * 0xBF58476D1CE4E5B9ull;                                   \
-        (z) = ((z) ^ ((z) >> 27)) * 0x94D049BB133111EBull;                                   \
-        (z) = (z) ^ ((z) >> 31);                                                             \
-    } while (0)
-static inline uint64_t ct_random_u64(uint64_t seed, uint64_t counter)
+#define CT_RANDOM_BLOCK 32                    /* counters per block key */
+/* SplitMix64's finaliser of a Weyl sequence keyed by the seed, at term `block` */
+static inline uint64_t ct_random_block_key(uint64_t seed, uint64_t block)
 {
-    uint64_t z = CT_RANDOM_WEYL(seed, counter);
-    CT_RANDOM_MIX(z);
-    return z;
+    uint64_t z = seed * 0xD1B54A32D192ED03ull + (block + 1) * CT_RANDOM_GAMMA;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
-/* The uniform of element `counter`: u = k / 2^32, k the 32-bit half
- * (counter & 1: low half for even counters, high half for odd) of
- * ct_random_u64(seed, counter >> 1).  One 64-bit hash serves two elements:
- * the hash's 64-bit multiplies, which SSE2/AVX2 lack, are most of a dropout
- * mask's cost.  Each half of SplitMix64's output is itself a good 32-bit
- * generator; 2^-32 resolution in p is far below any dropout rate's meaning. */
-static inline uint64_t ct_random_u32_of(uint64_t word, uint64_t counter)
+/* The 32-bit draw of lane `lane` (< 32) of the block whose key halves are key_lo, key_hi */
+static inline uint32_t ct_random_lane(uint32_t key_lo, uint32_t key_hi, uint32_t lane)
 {
-    return (counter & 1) ? word >> 32 : word & 0xFFFFFFFFull;
+    uint32_t x = key_lo ^ (lane * 0x9E3779B9u);
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= (x >> 15) ^ key_hi;
+    x *= 0x846CA68Bu;
+    return x ^ (x >> 16);
 }
 
-/* Element `counter` is kept iff u >= p  <=>  k >= ceil(p 2^32) (p 2^32 is
- * exact in double; k an integer).  ct_random_threshold(p) is that ceil, for
- * 0 <= p <= 1 (2^32 at p = 1: nothing is kept); integer compares keep the
- * u64 -> double conversion out of the per-element loops. */
+/* Element `counter` is kept iff u >= p  <=>  k >= ceil(p 2^32), with k the lane's
+ * 32-bit draw and u = k / 2^32 (p 2^32 is exact in double; k an integer).
+ * ct_random_threshold(p) is that ceil, for 0 <= p <= 1 (2^32 at p = 1: nothing
+ * is kept); integer compares keep the conversion out of the per-element loops. */
 static inline uint64_t ct_random_threshold(double p)
 {
     if (!(p > 0)) return 0;
@@ -139,65 +141,35 @@ static inline uint64_t ct_random_threshold(double p)
 /* Whether element `counter` is kept, given threshold = ct_random_threshold(p). */
 static inline int ct_random_kept(uint64_t seed, uint64_t counter, uint64_t threshold)
 {
-    return ct_random_u32_of(ct_random_u64(seed, counter >> 1), counter) >= threshold;
+    uint64_t key = ct_random_block_key(seed, counter / CT_RANDOM_BLOCK);
+    uint32_t draw = ct_random_lane((uint32_t)key, (uint32_t)(key >> 32), (uint32_t)(counter % CT_RANDOM_BLOCK));
+    return draw >= threshold;
 }
 
-/* keep[0 .. 16) <- whether each 32-bit half of z, 8 words as a GCC vector,
- * reaches the threshold (< 2^32).  Read as 16 halves on a little-endian
- * machine (x86), half j is element j's (the low half of word j / 2 for even j, as
- * ct_random_u32_of), so the 16 compares are one vector compare, in order. */
-#define CT_RANDOM_FLAGS(keep, z, threshold)                                                  \
-    do {                                                                                     \
-        typedef uint32_t halves_t_ __attribute__((vector_size(64)));                         \
-        typedef int32_t flags_t_ __attribute__((vector_size(64)));                           \
-        typedef uint8_t bytes_t_ __attribute__((vector_size(16)));                           \
-        flags_t_ kept_ = (halves_t_)(z) >= (uint32_t)(threshold); /* -1 or 0 */              \
-        bytes_t_ bytes_ = __builtin_convertvector(kept_, bytes_t_) & 1;                      \
-        memcpy((keep), &bytes_, sizeof bytes_);                                              \
-    } while (0)
-
-/* keep[i] = ct_random_kept(seed, start + i, threshold) for i < n, one hash
- * per pair of elements (an odd start or an odd end takes one alone).
- * With GCC on x86-64 with AVX-512 DQ, 32 elements at a time: two vectors of
- * 8 consecutive words (a word's Weyl term is the first one's + j * gamma: an
- * add, not a multiply), two independent chains of multiplies that overlap,
- * then CT_RANDOM_FLAGS.  Measured against the pairs loop alone (one thread,
- * same bits): dropout_forward of 131072 / 524288 floats 0.71 / 0.80 of the
- * time; it wrote each pair's two flags apart, which took more shuffles than
- * the hash took multiplies.  Always inlined: out of line, GCC compiled one
- * baseline copy, and the AVX-512 clones of the callers called it (2.8x slower). */
+/* keep[i] = ct_random_kept(seed, start + i, threshold) for i < n, block by
+ * block: one key, then the block's lanes in a loop that vectorises (8 lanes per
+ * AVX2 multiply, 16 per AVX-512).  Always inlined, so that each vector clone of
+ * a caller (CT_RANDOM_CLONES) compiles its own copy: out of line, GCC compiled
+ * one baseline copy, and the AVX-512 clones of the callers called it. */
 static inline __attribute__((always_inline)) void ct_random_keep_range(uint8_t *keep, int64_t n, uint64_t seed,
                                                                       uint64_t start, uint64_t threshold)
 {
-    int64_t i = 0;
-    if (n > 0 && (start & 1)) {
-        keep[0] = (uint8_t)ct_random_kept(seed, start, threshold);
-        i = 1;
+    if (threshold > 0xFFFFFFFFull) { /* p = 1: no draw reaches 2^32 */
+        if (n > 0) memset(keep, 0, (size_t)n);
+        return;
     }
-#if defined(__x86_64__) && defined(__GNUC__) && (defined(__AVX512DQ__) || defined(CT_RANDOM_CLONES_ON))
-    /* only where vectors multiply 64-bit words: AVX-512 DQ, which with clones
-     * means the x86-64-v4 clone of the CT_RANDOM_CLONES callers.  Emulated
-     * (SSE2, AVX2), the vectors took 1.16x / 1.5x the pairs loop's time.
-     * p = 1 (threshold 2^32) also takes the pairs loop. */
-    if (threshold <= 0xFFFFFFFFull && __builtin_cpu_supports("avx512dq")) {
-        typedef uint64_t words_t __attribute__((vector_size(64)));
-        const words_t steps = (words_t){0, 1, 2, 3, 4, 5, 6, 7} * CT_RANDOM_GAMMA;
-        for (; i + 32 <= n; i += 32) { /* start + i is even here; two independent blocks */
-            uint64_t first = (start + (uint64_t)i) >> 1;
-            words_t z0 = CT_RANDOM_WEYL(seed, first) + steps, z1 = CT_RANDOM_WEYL(seed, first + 8) + steps;
-            CT_RANDOM_MIX(z0);
-            CT_RANDOM_MIX(z1);
-            CT_RANDOM_FLAGS(keep + i, z0, threshold);
-            CT_RANDOM_FLAGS(keep + i + 16, z1, threshold);
-        }
+    uint32_t limit = (uint32_t)threshold;
+    for (int64_t i = 0; i < n;) {
+        uint64_t counter = start + (uint64_t)i;
+        uint32_t lane0 = (uint32_t)(counter % CT_RANDOM_BLOCK);
+        int64_t len = CT_RANDOM_BLOCK - lane0 < n - i ? CT_RANDOM_BLOCK - lane0 : n - i;
+        uint64_t key = ct_random_block_key(seed, counter / CT_RANDOM_BLOCK);
+        uint32_t key_lo = (uint32_t)key, key_hi = (uint32_t)(key >> 32);
+        uint8_t *out = keep + i;
+        for (int64_t l = 0; l < len; l++)
+            out[l] = (uint8_t)(ct_random_lane(key_lo, key_hi, lane0 + (uint32_t)l) >= limit);
+        i += len;
     }
-#endif
-    for (; i + 1 < n; i += 2) {  /* start + i is even here */
-        uint64_t word = ct_random_u64(seed, (start + (uint64_t)i) >> 1);
-        keep[i] = (uint8_t)((word & 0xFFFFFFFFull) >= threshold);
-        keep[i + 1] = (uint8_t)((word >> 32) >= threshold);
-    }
-    if (i < n) keep[i] = (uint8_t)ct_random_kept(seed, start + (uint64_t)i, threshold);
 }
 
 #endif /* CT_H */

@@ -34,8 +34,8 @@ typedef struct {
 /* dropout_range: elements offset .. offset + n - 1 of a dropout, serially
  *   inp (n), out (n) apart from inp, mask (n):
  *   mask[i] = ct_random_kept(seed, offset + i), out[i] = inp[i] * mask[i] / (1 - p)
- * Two passes: the mask (64-bit multiplies, which SSE2/AVX2 lack), then the
- * scaling, which vectorises.  The mask is counter-based, so a part's mask is
+ * Two passes, each vectorised: the mask (ct_random_keep_range), then the
+ * scaling.  The mask is counter-based, so a part's mask is
  * the slice of the whole one whichever thread makes it: dropout_forward's
  * blocks, and the fused feed-forward's (fused.c) chunks of rows. */
 CT_RANDOM_CLONES void FN(dropout_range)(real *out, uint8_t *mask, const real *inp, ct_int n, double p,

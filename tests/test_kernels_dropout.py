@@ -45,26 +45,26 @@ def test_counter_property_halves_concatenate():
     np.testing.assert_array_equal(flat.reshape(6, 50), whole)
 
 
-@pytest.mark.parametrize("offset", [0, 1, 2, 7])
+@pytest.mark.parametrize("offset", [0, 1, 2, 7, 31, 32, 33])
 def test_counter_property_at_odd_offsets_and_lengths(offset):
-    """One hash serves a pair of counters (2k, 2k + 1): a part starting or
-    ending at an odd counter must still see its own half of the pair."""
-    x = np.ones(23, np.float64)
+    """One key serves a block of 32 counters (32 b .. 32 b + 31): a part
+    starting or ending inside a block must still see its own lanes of it."""
+    x = np.ones(75, np.float64)
     _, whole = K.dropout_forward(x, 0.5, seed=3, offset=offset)
-    for cut in range(1, 23):
+    for cut in range(1, 75):
         _, head = K.dropout_forward(x[:cut], 0.5, seed=3, offset=offset)
         _, tail = K.dropout_forward(x[cut:], 0.5, seed=3, offset=offset + cut)
         np.testing.assert_array_equal(np.concatenate([head, tail]), whole)
-    singles = [K.dropout_forward(x[:1], 0.5, seed=3, offset=offset + i)[1][0] for i in range(23)]
+    singles = [K.dropout_forward(x[:1], 0.5, seed=3, offset=offset + i)[1][0] for i in range(75)]
     np.testing.assert_array_equal(np.array(singles), whole)
 
 
 @pytest.mark.parametrize("offset", [0, 1, 2, 7, 31, 2**33 + 5])
 @pytest.mark.parametrize("p", [0.1, 0.5, 1.0])
 def test_long_masks_match_the_one_element_masks(offset, p):
-    """Long runs make their flags 32 at a time (csrc/ct.h, on CPUs with 64-bit
-    vector multiplies), one element alone takes the scalar hash: the same
-    mask, at every alignment of the block against the counter."""
+    """Long runs make their flags a block of 32 at a time in a vectorised loop
+    (csrc/ct.h), one element alone takes the scalar path: the same mask, at
+    every alignment of the block against the counter."""
     x = np.ones(203, np.float32)
     _, whole = K.dropout_forward(x, p, seed=17, offset=offset)
     singles = [K.dropout_forward(x[:1], p, seed=17, offset=offset + i)[1][0] for i in range(x.size)]
@@ -92,9 +92,40 @@ def test_neighbouring_elements_are_uncorrelated():
     _, mask = K.dropout_forward(np.ones(n), 0.5, seed=5)
     both = np.mean(mask[1:] & mask[:-1])
     assert within_sigmas(both, 0.25, n - 1)
-    # the two halves of one 64-bit hash (counters 2k, 2k + 1), and neighbours across hashes
-    assert within_sigmas(np.mean(mask[0::2] & mask[1::2]), 0.25, n // 2)
-    assert within_sigmas(np.mean(mask[1:-1:2] & mask[2::2]), 0.25, n // 2 - 1)
+    # lanes 0 and 1 of one block key, and the last lane of a block with the first of the next
+    assert within_sigmas(np.mean(mask[0::32] & mask[1::32]), 0.25, n // 32)
+    assert within_sigmas(np.mean(mask[31:-1:32] & mask[32::32]), 0.25, n // 32 - 1)
+    # each lane of the block keeps at the same rate
+    lanes = mask[: n // 32 * 32].reshape(-1, 32).mean(axis=0)
+    assert all(within_sigmas(rate, 0.5, n // 32) for rate in lanes)
+
+
+def _numpy_keep(seed: int, counters: np.ndarray, p: float) -> np.ndarray:
+    """csrc/ct.h's generator in NumPy: block key = SplitMix64's finaliser of the
+    seed's Weyl sequence at term counter // 32, then lowbias32 of the lane."""
+    u64 = np.uint64
+    with np.errstate(over="ignore"):
+        z = u64(seed) * u64(0xD1B54A32D192ED03) + (counters // u64(32) + u64(1)) * u64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> u64(30))) * u64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> u64(27))) * u64(0x94D049BB133111EB)
+        z = z ^ (z >> u64(31))
+        key_lo, key_hi = (z & u64(0xFFFFFFFF)).astype(np.uint32), (z >> u64(32)).astype(np.uint32)
+        x = key_lo ^ ((counters % u64(32)).astype(np.uint32) * np.uint32(0x9E3779B9))
+        x ^= x >> np.uint32(16)
+        x *= np.uint32(0x7FEB352D)
+        x ^= (x >> np.uint32(15)) ^ key_hi
+        x *= np.uint32(0x846CA68B)
+        x ^= x >> np.uint32(16)
+    return x.astype(np.uint64) >= np.uint64(np.ceil(p * 2.0**32))
+
+
+@pytest.mark.parametrize("seed,offset", [(0, 0), (17, 5), (2**63 + 11, 2**40 - 3)])
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_mask_is_the_documented_generator(seed, offset, p):
+    x = np.ones(301, np.float32)
+    _, mask = K.dropout_forward(x, p, seed=seed, offset=offset)
+    counters = np.arange(offset, offset + x.size, dtype=np.uint64)
+    np.testing.assert_array_equal(mask, _numpy_keep(seed, counters, p))
 
 
 def test_p_zero_and_one(rng):
