@@ -55,14 +55,16 @@ static void FN(mask_scores_row)(real *row, const ct_attn_opts *o, ct_int b, ct_i
  * 1 / (1 - p):  out = in * factors (in == out: in place; out and in (Tq, Tk)).
  * The keep flags come in chunks from ct_random_keep_range.  also (Tq, Tk) or
  * NULL: multiplied by the same factors in place (the backward's P and dP
- * from one pass of the hash, where a pass each had cost twice the hashing). */
+ * from one pass of the hash, where a pass each had cost twice the hashing).
+ * Only the first `rows` (<= Tq) rows are made (the backward's live queries). */
 CT_RANDOM_CLONES
 static void FN(dropout_slice)(real *out, const real *in, real *also, const ct_attn_opts *o, ct_int bh, ct_int Tq,
-                              ct_int Tk)
+                              ct_int Tk, ct_int rows)
 {
     double p = o->dropout_p;
+    ct_int count = rows * Tk; /* the first `rows` rows of the slice */
     if (p <= 0) {
-        if (out != in) memcpy(out, in, (size_t)(Tq * Tk) * sizeof(real));
+        if (out != in) memcpy(out, in, (size_t)count * sizeof(real));
         return;
     }
     real keep = p >= 1 ? (real)0 : (real)(1.0 / (1.0 - p));
@@ -70,8 +72,8 @@ static void FN(dropout_slice)(real *out, const real *in, real *also, const ct_at
     uint64_t threshold = ct_random_threshold(p);
     enum { CHUNK = 256 };
     uint8_t kept[CHUNK];
-    for (ct_int n0 = 0; n0 < Tq * Tk; n0 += CHUNK) {
-        ct_int len = CT_MIN((ct_int)CHUNK, Tq * Tk - n0);
+    for (ct_int n0 = 0; n0 < count; n0 += CHUNK) {
+        ct_int len = CT_MIN((ct_int)CHUNK, count - n0);
         ct_random_keep_range(kept, len, o->seed, base + (uint64_t)n0, threshold);
         for (ct_int n = 0; n < len; n++) out[n0 + n] = in[n0 + n] * (kept[n] ? keep : (real)0);
         if (also != NULL)
@@ -118,7 +120,7 @@ static void FN(head_forward)(real *out, ct_int ld_out, real *probs, real *droppe
 {
     FN(head_probs)(probs, x, o, b, h, Tq, Tk, Dh);
     real *Pd = o->dropout_p > 0 && dropped != NULL ? dropped : probs;
-    FN(dropout_slice)(Pd, probs, NULL, o, b * H + h, Tq, Tk);
+    FN(dropout_slice)(Pd, probs, NULL, o, b * H + h, Tq, Tk, Tq);
     FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dv, Tk, 1, Pd, Tk, x->v, x->ldv, 0, out, ld_out);
 }
 
@@ -158,9 +160,30 @@ static CT_VECTOR_CLONES void FN(softmax_backward_rows)(real *dP, const real *P, 
     }
 }
 
-/* head_backward: one (b, h) slice (accumulates into g)
+/* live_queries: how many leading query rows of a slice take part in its backward.
+ * Query rows whose dout is exactly zero (a padded position: a Transformer's
+ * dead rows) add nothing to dV and dK and get dQ = 0, PROVIDED the operands
+ * they would meet are finite (0 * inf = NaN must still come out): Q's and
+ * probs' rows from n on, and all of K and V.  Returns n (< Tq) when the rows
+ * n .. Tq-1 are all such rows, else Tq. */
+static CT_VECTOR_CLONES ct_int FN(live_queries)(const real *dout, ct_int ld_dout, const FN(head_in) *x,
+                                               const real *probs, ct_int Tq, ct_int Tk, ct_int Dh,
+                                               ct_int Dv)
+{
+    ct_int n = Tq;
+    while (n > 0 && VALL_ZERO(dout + (n - 1) * ld_dout, Dv)) n--;
+    if (n == Tq) return Tq;
+    for (ct_int i = n; i < Tq; i++)
+        if (!VALL_FINITE(x->q + i * x->ldq, Dh) || !VALL_FINITE(probs + i * Tk, Tk)) return Tq;
+    for (ct_int j = 0; j < Tk; j++)
+        if (!VALL_FINITE(x->k + j * x->ldk, Dh) || !VALL_FINITE(x->v + j * x->ldv, Dv)) return Tq;
+    return n;
+}
+
+/* head_backward: one (b, h) slice (accumulates into g, or writes it: beta 0)
  *   dout (Tq, Dv) row stride ld_dout; x as in head_forward; probs as head_forward saved
- *   them: after dropout (probs_raw = 0) or before (probs_raw = 1) */
+ *   them: after dropout (probs_raw = 0) or before (probs_raw = 1).
+ *   Only the live_queries rows n of dout take part; dQ's rows from n on are 0. */
 static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int ld_dout,
                               const FN(head_in) *x, const real *probs, int probs_raw,
                               FN(head_scratch) *s, const ct_attn_opts *o, ct_int b, ct_int h,
@@ -169,25 +192,28 @@ static void FN(head_backward)(const FN(head_grad) *g, const real *dout, ct_int l
     real scale = (real)o->scale;
     int drop = o->dropout_p > 0;
     const real *P = probs, *Pd = probs;
+    ct_int n = FN(live_queries)(dout, ld_dout, x, probs, Tq, Tk, Dh, Dv);
     /* dPd = dO V^T */
-    FN(attn_gemm)(CT_NOTRANS, CT_TRANS, Tq, Tk, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
+    FN(attn_gemm)(CT_NOTRANS, CT_TRANS, n, Tk, Dv, 1, dout, ld_dout, x->v, x->ldv, 0, s->dP, Tk);
     if (drop && probs_raw) {
         /* Pd = P times the dropout factors (regenerated from the seed), and dP = dPd
          * through the same factors */
-        FN(dropout_slice)(s->P, probs, s->dP, o, b * H + h, Tq, Tk);
+        FN(dropout_slice)(s->P, probs, s->dP, o, b * H + h, Tq, Tk, n);
         Pd = s->P;
     } else if (drop) {
         /* The dropped weights are gone from probs: recompute P; dP = dPd through the factors */
         FN(head_probs)(s->P, x, o, b, h, Tq, Tk, Dh);
         P = s->P;
-        FN(dropout_slice)(s->dP, s->dP, NULL, o, b * H + h, Tq, Tk);
+        FN(dropout_slice)(s->dP, s->dP, NULL, o, b * H + h, Tq, Tk, n);
     }
     /* dV += Pd^T dO */
-    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, Tq, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
-    FN(softmax_backward_rows)(s->dP, P, Tq, Tk);
+    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dv, n, 1, Pd, Tk, dout, ld_dout, g->beta, g->dv, g->ldv);
+    FN(softmax_backward_rows)(s->dP, P, n, Tk);
     /* dQ += scale dS K;  dK += scale dS^T Q */
-    FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, Tq, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, g->beta, g->dq, g->ldq);
-    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dh, Tq, scale, s->dP, Tk, x->q, x->ldq, g->beta, g->dk, g->ldk);
+    FN(attn_gemm)(CT_NOTRANS, CT_NOTRANS, n, Dh, Tk, scale, s->dP, Tk, x->k, x->ldk, g->beta, g->dq, g->ldq);
+    if (g->beta == 0)
+        for (ct_int i = n; i < Tq; i++) memset(g->dq + i * g->ldq, 0, (size_t)Dh * sizeof(real));
+    FN(attn_gemm)(CT_TRANS, CT_NOTRANS, Tk, Dh, n, scale, s->dP, Tk, x->q, x->ldq, g->beta, g->dk, g->ldk);
 }
 
 /* The contiguous slices of (b, h) in (B, H, T, D) arrays. */

@@ -454,6 +454,7 @@ static inline ct_split_f64 ct_split_of_f64(double d)
 /* the bits of +inf: a larger magnitude is a NaN */
 #define CT_INF_BITS(type) (sizeof(type) == 4 ? (int64_t)0x7F800000 : (int64_t)0x7FF0000000000000)
 
+#define CT_ZERO_TEST_BLOCK 64 /* elements per early-exit test of ct_all_zero */
 #define CT_DEFINE_REDUCTIONS(type, itype, sfx)                                                     \
     /* sum_i x[i] */                                                                        \
     static inline double ct_sum_##sfx(const type *restrict x, ptrdiff_t n)                  \
@@ -481,6 +482,26 @@ static inline ct_split_f64 ct_split_of_f64(double d)
         double s;                                                                           \
         CT_LANE_SUM(s, n, i, (double)x[i] * (double)y[i]);                                  \
         return s;                                                                           \
+    }                                                                                       \
+    /* whether every x[i] == 0 (+0 or -0): one vector loop per block of                     \
+     * CT_ZERO_TEST_BLOCK, exiting at the first block that is not (a live row is             \
+     * usually decided by its first block) */                                               \
+    static inline int ct_all_zero_##sfx(const type *restrict x, ptrdiff_t n)                \
+    {                                                                                       \
+        for (ptrdiff_t i0 = 0; i0 < n; i0 += CT_ZERO_TEST_BLOCK) {                          \
+            ptrdiff_t i1 = i0 + CT_ZERO_TEST_BLOCK < n ? i0 + CT_ZERO_TEST_BLOCK : n;         \
+            int nonzero = 0;                                                                \
+            for (ptrdiff_t i = i0; i < i1; i++) nonzero |= x[i] != 0;                         \
+            if (nonzero) return 0;                                                          \
+        }                                                                                   \
+        return 1;                                                                           \
+    }                                                                                       \
+    /* whether no x[i] is inf or NaN (x - x is 0 exactly for the finite ones) */            \
+    static inline int ct_all_finite_##sfx(const type *restrict x, ptrdiff_t n)              \
+    {                                                                                       \
+        int bad = 0;                                                                        \
+        for (ptrdiff_t i = 0; i < n; i++) bad |= !(x[i] - x[i] == 0);                        \
+        return !bad;                                                                        \
     }                                                                                       \
     /* max_i x[i] and min_i x[i] (n > 0), NaN if any x[i] is NaN */                        \
     CT_DEFINE_EXTREMUM(type, itype, max_##sfx, >, itype##_MIN_KEY)                          \
@@ -650,6 +671,8 @@ CT_DEFINE_ROW_DOTS(double, f64)
 #define VSUM(x, n) _Generic((x)[0], float: ct_sum_f32, double: ct_sum_f64)((x), (n))
 #define VDOT(x, y, n) _Generic((x)[0], float: ct_dot_f32, double: ct_dot_f64)((x), (y), (n))
 #define VMAX(x, n) _Generic((x)[0], float: ct_max_f32, double: ct_max_f64)((x), (n))
+#define VALL_ZERO(x, n) _Generic((x)[0], float: ct_all_zero_f32, double: ct_all_zero_f64)((x), (n))
+#define VALL_FINITE(x, n) _Generic((x)[0], float: ct_all_finite_f32, double: ct_all_finite_f64)((x), (n))
 #define VMIN(x, n) _Generic((x)[0], float: ct_min_f32, double: ct_min_f64)((x), (n))
 #define VSUM_ABS(x, n) _Generic((x)[0], float: ct_sum_abs_f32, double: ct_sum_abs_f64)((x), (n))
 #define VROW_DOTS(out, ldo, x, w, bias, K, R) \

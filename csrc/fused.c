@@ -189,29 +189,19 @@ void FN(bias_act_backward)(real *dinp, real *dbias, const real *dout, const real
 
 /* ---- row-sparse backward ------------------------------------------------- */
 
-#define CT_ZERO_TEST_BLOCK 64 /* elements per early-exit test of row_is_zero */
-
-/* Is row (N) all zeros?  (NaN != 0, so a NaN row is live.)  In blocks, each
- * one vector loop, with an exit at the first block that is not zero: a live
- * row is usually decided by its first block (the whole row was read, which
- * made the scans ~2 % of a d128 training step). */
+/* Is row (N) all zeros?  (NaN != 0, so a NaN row is live.)  ct_all_zero's
+ * blocks exit at the first one that is not zero: a live row is usually decided
+ * by its first block (the whole row was read, which made the scans ~2 % of a
+ * d128 training step). */
 static CT_VECTOR_CLONES int FN(row_is_zero)(const real *restrict row, ct_int N)
 {
-    for (ct_int n0 = 0; n0 < N; n0 += CT_ZERO_TEST_BLOCK) {
-        ct_int n1 = CT_MIN(n0 + CT_ZERO_TEST_BLOCK, N);
-        int nonzero = 0;
-        for (ct_int n = n0; n < n1; n++) nonzero |= row[n] != 0;
-        if (nonzero) return 0;
-    }
-    return 1;
+    return VALL_ZERO(row, N);
 }
 
 /* Is row (N) free of inf and NaN? */
 static CT_VECTOR_CLONES int FN(row_is_finite)(const real *restrict row, ct_int N)
 {
-    int bad = 0;
-    for (ct_int n = 0; n < N; n++) bad |= !(row[n] - row[n] == 0);
-    return !bad;
+    return VALL_FINITE(row, N);
 }
 
 typedef struct {

@@ -383,6 +383,60 @@ def test_mha_packed_padding_rows_skipped_exactly(rng):
         np.testing.assert_allclose(getattr(g, name), getattr(ref, name), **F32, err_msg=name)
 
 
+@pytest.mark.parametrize("self_attn", [True, False])
+def test_mha_packed_dead_query_rows_gradcheck(rng, self_attn):
+    """Query rows whose output gradient is zero (padded positions) are left out
+    of the attention's backward (csrc/attention.c, live_queries): float64
+    central differences of sum(out * live * dout), with dropout and key
+    padding, sequence-first, so each batch's trailing rows are dead."""
+    B, Tq, Tk = 3, 5, 4
+    xq, kv, w = packed_setup(rng, self_attn, B=B, Tq=Tq, Tk=Tk)
+    tk = Tq if self_attn else Tk
+    key_live = np.arange(tk)[None, :] < np.array([tk, tk - 1, 2])[:, None]
+    query_live = (np.arange(Tq)[None, :] < np.array([Tq, 3, 1])[:, None]).T[..., None]  # (Tq, B, 1)
+    opts = dict(mask=key_live[:, None, None, :], dropout_p=0.2, seed=5, seq_first=True)
+    inputs = dict(query=seq_first(xq), **({} if self_attn else dict(kv=seq_first(kv))), **w)
+    names = list(inputs)
+
+    def split(vals):
+        d = dict(zip(names, vals))
+        return (d["query"], d.get("kv"), d["in_proj_weight"], d["in_proj_bias"], d["out_weight"], d["out_bias"], 2)
+
+    def forward(*vals):
+        return K.mha_packed_forward(*split(vals), **opts)[0] * query_live
+
+    def grads(dout, *vals):
+        args = split(vals)
+        _, saved = K.mha_packed_forward(*args, **opts)
+        return K.mha_packed_backward(dout * query_live, *args, saved, **opts)._asdict()
+
+    check_grads(forward, grads, inputs, names)
+
+
+@pytest.mark.parametrize("where", ["key", "query"])
+def test_mha_packed_dead_query_rows_still_meet_nan(rng, where):
+    """A dead query row (zero output gradient) is only left out when what it
+    would meet is finite: with a NaN in one head's key or (the dead row's own)
+    query, the dense maths' NaN reaches the dead row's gradient, as torch's
+    (dQ = dS K, dK = dS^T Q).  (A NaN value reaches every row anyway, through
+    the live rows' dO V^T and the softmax backward's row sums.)"""
+    B, T = 2, 4
+    xq, _, w = packed_setup(rng, True, B=B, Tq=T, Tk=T)
+    w["in_proj_bias"] = np.zeros_like(w["in_proj_bias"])
+    out, saved = K.mha_packed_forward(xq, None, *w.values(), 2)
+    column = {"query": 0, "key": 8}[where]              # head 0 of q or k in [q | k | v]
+    saved.proj_q[1, T - 1, column] = np.nan             # batch 1, last token
+    dout = rng.standard_normal(out.shape)
+    dout[1, T - 1] = 0                                   # that token's query row is dead
+    g = K.mha_packed_backward(dout, xq, None, *w.values(), 2, saved)
+    assert np.isnan(g.in_proj_weight).any()
+    if where == "query":  # dK = dS^T Q meets the dead row's NaN query
+        assert np.isnan(g.query[1]).any()
+    else:
+        assert np.isnan(g.query[1, T - 1]).all()  # the dead row's dQ is NaN, not 0
+    assert not np.isnan(g.query[0]).any()
+
+
 PACKED_GRAD_KEYWORDS = dict(query="dquery", kv="dkv", in_proj_weight="din_proj_weight",
                             in_proj_bias="din_proj_bias", out_weight="dout_weight", out_bias="dout_bias")
 
