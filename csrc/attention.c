@@ -172,12 +172,10 @@ static CT_VECTOR_CLONES ct_int FN(live_queries)(const real *dout, ct_int ld_dout
 {
     ct_int n = Tq;
     while (n > 0 && VALL_ZERO(dout + (n - 1) * ld_dout, Dv)) n--;
-    if (n == Tq) return Tq;
-    for (ct_int i = n; i < Tq; i++)
-        if (!VALL_FINITE(x->q + i * x->ldq, Dh) || !VALL_FINITE(probs + i * Tk, Tk)) return Tq;
-    for (ct_int j = 0; j < Tk; j++)
-        if (!VALL_FINITE(x->k + j * x->ldk, Dh) || !VALL_FINITE(x->v + j * x->ldv, Dv)) return Tq;
-    return n;
+    int finite = n == Tq || (VALL_FINITE(probs + n * Tk, (Tq - n) * Tk) &&
+                             VALL_FINITE_ROWS(x->q + n * x->ldq, x->ldq, Tq - n, Dh) &&
+                             VALL_FINITE_ROWS(x->k, x->ldk, Tk, Dh) && VALL_FINITE_ROWS(x->v, x->ldv, Tk, Dv));
+    return finite ? n : Tq;
 }
 
 /* head_backward: one (b, h) slice (accumulates into g, or writes it: beta 0)

@@ -503,6 +503,35 @@ static inline ct_split_f64 ct_split_of_f64(double d)
         for (ptrdiff_t i = 0; i < n; i++) bad |= !(x[i] - x[i] == 0);                        \
         return !bad;                                                                        \
     }                                                                                       \
+    /* whether the (rows, cols) block at x, row stride ld, is free of inf and NaN: an       \
+     * element's exponent bits all set, tested as integers a 32-byte vector at a time, the   \
+     * flags OR-ed over the whole block and read once (a test per row, or sums of x * 0     \
+     * through a stack array, cost more than the loads on rows of a few dozen elements) */  \
+    static inline int ct_all_finite_rows_##sfx(const type *restrict x, ptrdiff_t ld,         \
+                                               ptrdiff_t rows, ptrdiff_t cols)               \
+    {                                                                                       \
+        typedef u##itype bits_v __attribute__((vector_size(32)));                           \
+        enum { lanes_ = 32 / sizeof(type) };                                                \
+        const u##itype expo = (u##itype)CT_INF_BITS(type);                                  \
+        ptrdiff_t full = cols / lanes_ * lanes_;                                            \
+        bits_v bad = {0};                                                                   \
+        u##itype bad_tail = 0;                                                              \
+        for (ptrdiff_t r = 0; r < rows; r++) {                                              \
+            const type *row = x + r * ld;                                                   \
+            for (ptrdiff_t c = 0; c < full; c += lanes_) {                                  \
+                bits_v b;                                                                   \
+                memcpy(&b, row + c, sizeof b);                                              \
+                bad |= (bits_v)((b & expo) == expo);                                        \
+            }                                                                               \
+            for (ptrdiff_t c = full; c < cols; c++) {                                       \
+                u##itype b;                                                                 \
+                memcpy(&b, row + c, sizeof b);                                              \
+                bad_tail |= (b & expo) == expo;                                             \
+            }                                                                               \
+        }                                                                                   \
+        for (int l = 0; l < lanes_; l++) bad_tail |= bad[l];                                \
+        return bad_tail == 0;                                                               \
+    }                                                                                       \
     /* max_i x[i] and min_i x[i] (n > 0), NaN if any x[i] is NaN */                        \
     CT_DEFINE_EXTREMUM(type, itype, max_##sfx, >, itype##_MIN_KEY)                          \
     CT_DEFINE_EXTREMUM(type, itype, min_##sfx, <, itype##_MAX_KEY)
@@ -673,6 +702,8 @@ CT_DEFINE_ROW_DOTS(double, f64)
 #define VMAX(x, n) _Generic((x)[0], float: ct_max_f32, double: ct_max_f64)((x), (n))
 #define VALL_ZERO(x, n) _Generic((x)[0], float: ct_all_zero_f32, double: ct_all_zero_f64)((x), (n))
 #define VALL_FINITE(x, n) _Generic((x)[0], float: ct_all_finite_f32, double: ct_all_finite_f64)((x), (n))
+#define VALL_FINITE_ROWS(x, ld, rows, cols) \
+    _Generic((x)[0], float: ct_all_finite_rows_f32, double: ct_all_finite_rows_f64)((x), (ld), (rows), (cols))
 #define VMIN(x, n) _Generic((x)[0], float: ct_min_f32, double: ct_min_f64)((x), (n))
 #define VSUM_ABS(x, n) _Generic((x)[0], float: ct_sum_abs_f32, double: ct_sum_abs_f64)((x), (n))
 #define VROW_DOTS(out, ldo, x, w, bias, K, R) \
