@@ -64,6 +64,28 @@ def test_sdpa_gradients_float64_with_dropout(rng, kind, causal, dropout):
     check_sdpa_grads(q, k, v, mask=mask, is_causal=causal, dropout_p=dropout, seed=7)
 
 
+def test_sdpa_dead_query_rows_gradcheck(rng):
+    """sdpa_backward (the (B, H, T, D) layout, accumulating into its fresh
+    gradients) leaves out the trailing query rows whose output gradient is
+    zero: central differences of sum(out * live * dout), with dropout, and
+    one slice whose rows are all dead."""
+    q, k, v = qkv(rng, Tq=5, Tk=4)
+    live = np.ones((2, 2, 5, 1))
+    live[0, 1, 3:] = 0  # two dead rows
+    live[1, 0, :] = 0   # a slice with every row dead
+    opts = dict(mask=make_mask("bool", rng, (2, 1, 5, 4)), dropout_p=0.3, seed=11)
+
+    def forward(q, k, v):
+        return K.sdpa_forward(q, k, v, **opts)[0] * live
+
+    def grads(dout, q, k, v):
+        _, probs = K.sdpa_forward(q, k, v, **opts)
+        dq, dk, dv = K.sdpa_backward(dout * live, q, k, v, probs, **opts)
+        return dict(q=dq, k=dk, v=dv)
+
+    check_grads(forward, grads, dict(q=q, k=k, v=v), ["q", "k", "v"])
+
+
 # ---- sdpa: torch parity -------------------------------------------------------
 
 def torch_sdpa_grads(torch_ref, q, k, v, dout, mask=None, is_causal=False):
