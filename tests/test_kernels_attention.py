@@ -68,12 +68,13 @@ def test_sdpa_dead_query_rows_gradcheck(rng):
     """sdpa_backward (the (B, H, T, D) layout, accumulating into its fresh
     gradients) leaves out the trailing query rows whose output gradient is
     zero: central differences of sum(out * live * dout), with dropout, and
-    one slice whose rows are all dead."""
-    q, k, v = qkv(rng, Tq=5, Tk=4)
-    live = np.ones((2, 2, 5, 1))
-    live[0, 1, 3:] = 0  # two dead rows
-    live[1, 0, :] = 0   # a slice with every row dead
-    opts = dict(mask=make_mask("bool", rng, (2, 1, 5, 4)), dropout_p=0.3, seed=11)
+    one slice whose rows are all dead.  T 32, Dh 16: the slices of at least
+    CT_LIVE_QUERIES_MIN_WORK multiply-adds, where the skip runs."""
+    q, k, v = qkv(rng, Tq=32, Tk=32, Dh=16, Dv=16)
+    live = np.ones((2, 2, 32, 1))
+    live[0, 1, 21:] = 0  # dead trailing rows
+    live[1, 0, :] = 0    # a slice with every row dead
+    opts = dict(mask=make_mask("bool", rng, (2, 1, 32, 32)), dropout_p=0.3, seed=11)
 
     def forward(q, k, v):
         return K.sdpa_forward(q, k, v, **opts)[0] * live

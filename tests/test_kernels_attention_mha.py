@@ -383,17 +383,22 @@ def test_mha_packed_padding_rows_skipped_exactly(rng):
         np.testing.assert_allclose(getattr(g, name), getattr(ref, name), **F32, err_msg=name)
 
 
+# live_queries only runs on slices of Tq * Tk * Dh >= CT_LIVE_QUERIES_MIN_WORK (16384) multiply-adds:
+# the dead-row tests use T 32, Dh 16 (E 32, 2 heads), so that the skip is what they test
+DEAD_T, DEAD_E = 32, 32
+
+
 @pytest.mark.parametrize("self_attn", [True, False])
 def test_mha_packed_dead_query_rows_gradcheck(rng, self_attn):
     """Query rows whose output gradient is zero (padded positions) are left out
     of the attention's backward (csrc/attention.c, live_queries): float64
     central differences of sum(out * live * dout), with dropout and key
-    padding, sequence-first, so each batch's trailing rows are dead."""
-    B, Tq, Tk = 3, 5, 4
-    xq, kv, w = packed_setup(rng, self_attn, B=B, Tq=Tq, Tk=Tk)
-    tk = Tq if self_attn else Tk
-    key_live = np.arange(tk)[None, :] < np.array([tk, tk - 1, 2])[:, None]
-    query_live = (np.arange(Tq)[None, :] < np.array([Tq, 3, 1])[:, None]).T[..., None]  # (Tq, B, 1)
+    padding, sequence-first, so each batch's trailing rows are dead (batch 2:
+    all but one)."""
+    B, T = 3, DEAD_T
+    xq, kv, w = packed_setup(rng, self_attn, B=B, Tq=T, Tk=T, E=DEAD_E)
+    key_live = np.arange(T)[None, :] < np.array([T, T - 5, 9])[:, None]
+    query_live = (np.arange(T)[None, :] < np.array([T, 20, 1])[:, None]).T[..., None]  # (T, B, 1)
     opts = dict(mask=key_live[:, None, None, :], dropout_p=0.2, seed=5, seq_first=True)
     inputs = dict(query=seq_first(xq), **({} if self_attn else dict(kv=seq_first(kv))), **w)
     names = list(inputs)
@@ -410,7 +415,8 @@ def test_mha_packed_dead_query_rows_gradcheck(rng, self_attn):
         _, saved = K.mha_packed_forward(*args, **opts)
         return K.mha_packed_backward(dout * query_live, *args, saved, **opts)._asdict()
 
-    check_grads(forward, grads, inputs, names)
+    # the inputs' and the biases' gradients (dq, dk, dv of every row); the weights' are their sums
+    check_grads(forward, grads, inputs, [n for n in ("query", "kv", "in_proj_bias", "out_bias") if n in inputs])
 
 
 @pytest.mark.parametrize("where", ["key", "query"])
@@ -420,11 +426,11 @@ def test_mha_packed_dead_query_rows_still_meet_nan(rng, where):
     query, the dense maths' NaN reaches the dead row's gradient, as torch's
     (dQ = dS K, dK = dS^T Q).  (A NaN value reaches every row anyway, through
     the live rows' dO V^T and the softmax backward's row sums.)"""
-    B, T = 2, 4
-    xq, _, w = packed_setup(rng, True, B=B, Tq=T, Tk=T)
+    B, T, E = 2, DEAD_T, DEAD_E
+    xq, _, w = packed_setup(rng, True, B=B, Tq=T, Tk=T, E=E)
     w["in_proj_bias"] = np.zeros_like(w["in_proj_bias"])
     out, saved = K.mha_packed_forward(xq, None, *w.values(), 2)
-    column = {"query": 0, "key": 8}[where]              # head 0 of q or k in [q | k | v]
+    column = {"query": 0, "key": E}[where]              # head 0 of q or k in [q | k | v]
     saved.proj_q[1, T - 1, column] = np.nan             # batch 1, last token
     dout = rng.standard_normal(out.shape)
     dout[1, T - 1] = 0                                   # that token's query row is dead
