@@ -127,8 +127,11 @@ static CT_FMA_CLONES void FN(transpose_into)(real *restrict bt, ct_int ldt, cons
 /* Columns of B^T padded to whole chunks. */
 static ct_int FN(padded)(ct_int N) { return (N + CT_CHUNK - 1) / CT_CHUNK * CT_CHUNK; }
 
-/* C (M, N) = alpha A B^T:  A (M, K), B (N, K), K * padded(N) <= CT_SMALL_PANEL.
- * aligned(64): its inner loop is a few dozen bytes; where code added later in
+/* C (M, N) = alpha A B^T:  A (M, K), B (N, K), K * padded(N) <= CT_SMALL_PANEL:
+ * B^T into a stack panel (transpose_into: tiles by shuffles, each row of B read
+ * along itself), then the direct loops (mix_panel).  attn_gemm sends it the
+ * narrow heads' score products, and on AVX2 the wider ones whose keys are whole
+ * chunks.  aligned(64): its inner loop is a few dozen bytes; where code added later in
  * the file moved its start, the demo's slices (T 12, Dh 16) took 1.07-1.14x
  * the time (in one process against the previous build), and 0.97-1.03x aligned. */
 static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_nt)(ct_int M, ct_int N, ct_int K, real alpha,
@@ -136,8 +139,9 @@ static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_nt)(ct_int 
                                                                          ct_int ldb, real *C, ct_int ldc)
 {
     ct_int Np = FN(padded)(N);
-    real bt[CT_SMALL_PANEL];
-    memset(bt, 0, (size_t)(K * Np) * sizeof(real)); /* bt (K, Np) = B^T, zero columns past N */
+    real bt[CT_SMALL_PANEL]; /* bt (K, Np) = B^T, zero columns past N */
+    if (Np != N)
+        for (ct_int k = 0; k < K; k++) memset(bt + k * Np + N, 0, (size_t)(Np - N) * sizeof(real));
     FN(transpose_into)(bt, Np, B, ldb, N, K);
     FN(mix_panel)(M, N, K, alpha, A, lda, 1, bt, Np, 0, C, ldc);
 }
@@ -260,19 +264,6 @@ static CT_FMA_CLONES void FN(transpose_into)(real *restrict bt, ct_int ldt, cons
         for (ct_int k = n < Nt ? Kt : 0; k < K; k++) bt[k * ldt + n] = B[n * ldb + k];
 }
 
-/* C (M, N) = alpha A B^T for heads wider than CT_SMALL_DEPTH, N whole chunks:
- * B^T by tiles of shuffles (transpose_into) into a stack panel, then the direct
- * loops (mix_panel).  AVX2 without AVX-512 only (attn_gemm). */
-static CT_FMA_CLONES __attribute__((aligned(64))) void FN(small_gemm_nt_tiles)(ct_int M, ct_int N, ct_int K,
-                                                                               real alpha, const real *A,
-                                                                               ct_int lda, const real *B,
-                                                                               ct_int ldb, real *C, ct_int ldc)
-{
-    real bt[CT_SMALL_PANEL];
-    FN(transpose_into)(bt, N, B, ldb, N, K);
-    FN(mix_panel)(M, N, K, alpha, A, lda, 1, bt, N, 0, C, ldc);
-}
-
 /* C (M, N) = alpha A B^T + beta C as the NN product A (B^T), B^T copied
  * into a stack panel (K * N <= CT_SMALL_PANEL). */
 static __attribute__((noinline)) void FN(gemm_nt_via_nn)(ct_int M, ct_int N, ct_int K, real alpha, const real *A,
@@ -290,7 +281,7 @@ static __attribute__((noinline)) void FN(gemm_nt_via_nn)(ct_int M, ct_int N, ct_
  * small score products (beta 0) by small_gemm_nt, wider ones by gemm_nt_via_nn,
  * small NN / TN products (beta 0 or 1) on AVX2 without AVX-512 by small_gemm_xn,
  * and there also the wider score products whose keys are whole chunks by
- * small_gemm_nt_tiles (the d128 step's T 32, Dh 32: nn.MultiheadAttention
+ * small_gemm_nt (the d128 step's T 32, Dh 32: nn.MultiheadAttention
  * forward + backward 0.976 of the time with OpenBLAS's NN product, 80 rounds
  * in one process, 1 thread; bench_transformer (b)'s step 0.989). */
 void FN(attn_gemm)(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, ct_int M, ct_int N, ct_int K, real alpha,
@@ -314,7 +305,7 @@ void FN(attn_gemm)(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, ct_int M, c
     }
     if (ta == CT_NOTRANS && tb == CT_TRANS && beta == 0 && N % CT_CHUNK == 0 && K * N <= CT_SMALL_PANEL &&
         M * N * K <= CT_SMALL_XN_PRODUCT && ct_packed_cpu_isa() == CT_PACKED_AVX2) {
-        FN(small_gemm_nt_tiles)(M, N, K, alpha, A, lda, Bm, ldb, C, ldc);
+        FN(small_gemm_nt)(M, N, K, alpha, A, lda, Bm, ldb, C, ldc);
         return;
     }
     if (ta == CT_NOTRANS && tb == CT_TRANS && K * N <= CT_SMALL_PANEL && M * N * K <= CT_NT_VIA_NN) {

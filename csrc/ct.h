@@ -138,7 +138,9 @@ static inline uint64_t ct_random_threshold(double p)
     return (uint64_t)ceil(p * 4294967296.0);
 }
 
-/* Whether element `counter` is kept, given threshold = ct_random_threshold(p). */
+/* Whether element `counter` is kept, given threshold = ct_random_threshold(p): the
+ * generator's definition for one element, the name the kernels' comments use;
+ * ct_random_keep_range makes the same flags a block at a time. */
 static inline int ct_random_kept(uint64_t seed, uint64_t counter, uint64_t threshold)
 {
     uint64_t key = ct_random_block_key(seed, counter / CT_RANDOM_BLOCK);

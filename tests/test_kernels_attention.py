@@ -239,7 +239,7 @@ def test_sdpa_subnormal_weights_are_zero_and_the_flush_stays_inside(rng, threads
     (12, 12, 32, 5),
     # wider: OpenBLAS NN products of a transposed copy (gemm_nt_via_nn) up to Tk * Dh 4096 and 64^3;
     # without AVX-512, keys in whole chunks of 16 up to 32768 multiply-adds: the transposed copy on
-    # the direct loops (small_gemm_nt_tiles; widths off the 8 x 8 tiles, rows past the last block of 4)
+    # the direct loops (small_gemm_nt again; widths off the 8 x 8 tiles, rows past the last block of 4)
     (16, 16, 20, 20), (13, 32, 24, 24),
     (32, 32, 32, 32), (9, 13, 17, 17), (24, 40, 33, 33), (64, 64, 64, 64), (65, 64, 64, 64), (8, 65, 64, 64),
     (3, 7, 100, 100)])
@@ -253,7 +253,7 @@ def test_sdpa_score_products_against_float64(rng, dtype, tq, tk, dh, dv):
     multiply-adds take the direct loops too (small_gemm_xn: (64, 64, 16) and
     the 64-wide heads stay with OpenBLAS, (40, 40, 16) and (32, 32, 32) do
     not), fresh and accumulated (beta 1); so do the wider heads' score
-    products whose keys are whole chunks of 16 (small_gemm_nt_tiles).  Shapes on both
+    products whose keys are whole chunks of 16 (small_gemm_nt).  Shapes on both
     sides of each limit (whole and partial vector blocks of keys, rows past
     the last block of 4, widths off the tile size) against a float64
     reference, at 1 and 2 threads, with the same bits on both; then the
